@@ -1,0 +1,17 @@
+//! Shared foundations of Tessera: the error type, the in-memory column/table model
+//! (column chunks aligned across columns, one chunk = one morsel), and query settings.
+//!
+//! Every other Tessera crate depends on this one; it depends on nothing of ours.
+
+#![warn(missing_docs)]
+
+mod error;
+mod settings;
+mod table;
+
+pub use error::{Error, Result};
+pub use settings::{Settings, default_threads};
+pub use table::{ColumnChunks, ColumnSource, Table, is_supported_type};
+
+/// Re-export of the Arrow version Tessera is built against, so users can name the same types.
+pub use arrow;

@@ -1,0 +1,87 @@
+//! Query settings, named as in ClickHouse where ClickHouse has the same knob.
+
+use crate::{Error, Result};
+
+/// Settings of a database (defaults for its queries) or of one query.
+///
+/// Set them by name with [`Settings::set`] (this is what `SET name = value` and a query's
+/// `SETTINGS name = value` clause call).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// Worker threads per query (ClickHouse `max_threads`). Default: the vCPU count,
+    /// `std::thread::available_parallelism()`.
+    pub max_threads: usize,
+    /// Rows a thread aggregates into a single-level hash table before it switches to the
+    /// two-level (radix-partitioned) layout; `0` forces the partitioned path from the first
+    /// row (ClickHouse `group_by_two_level_threshold`, counted in groups there, in groups here).
+    pub group_by_two_level_threshold: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            max_threads: default_threads(),
+            group_by_two_level_threshold: 100_000,
+        }
+    }
+}
+
+/// The vCPU count of this machine (`available_parallelism`), at least 1.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+impl Settings {
+    /// Names accepted by [`Settings::set`].
+    pub const NAMES: &'static [&'static str] = &["max_threads", "group_by_two_level_threshold"];
+
+    /// Sets a setting by name from its SQL text value.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an unknown name or a value that does not parse or is
+    /// out of range (`max_threads` must be 1..=1024; `0` means "the default").
+    pub fn set(&mut self, name: &str, value: &str) -> Result<()> {
+        let parse = |v: &str| {
+            v.trim().trim_matches('\'').parse::<u64>().map_err(|_| {
+                Error::InvalidArgument(format!("setting {name}: '{v}' is not a non-negative integer"))
+            })
+        };
+        match name.to_ascii_lowercase().as_str() {
+            "max_threads" => {
+                let n = parse(value)?;
+                if n > 1024 {
+                    return Err(Error::InvalidArgument(format!("max_threads = {n} is above 1024")));
+                }
+                self.max_threads = if n == 0 { default_threads() } else { n as usize };
+            }
+            "group_by_two_level_threshold" => {
+                self.group_by_two_level_threshold = parse(value)? as usize;
+            }
+            other => {
+                return Err(Error::InvalidArgument(format!(
+                    "unknown setting '{other}' (known: {})",
+                    Self::NAMES.join(", ")
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_known_and_unknown() {
+        let mut s = Settings::default();
+        s.set("max_threads", "3").unwrap();
+        assert_eq!(s.max_threads, 3);
+        s.set("MAX_THREADS", "0").unwrap();
+        assert_eq!(s.max_threads, default_threads());
+        assert!(matches!(s.set("max_threads", "x"), Err(Error::InvalidArgument(_))));
+        assert!(matches!(s.set("nope", "1"), Err(Error::InvalidArgument(_))));
+        s.set("group_by_two_level_threshold", "0").unwrap();
+        assert_eq!(s.group_by_two_level_threshold, 0);
+    }
+}

@@ -1,0 +1,238 @@
+//! In-memory tables: columns stored as Arrow arrays cut into chunks that are aligned
+//! across all columns of a table. Chunk `i` of every column covers the same rows, so a chunk
+//! index is a **morsel**: the unit of work a thread takes from the scheduler.
+//!
+//! A table may be backed by a [`ColumnSource`] (a Parquet file): columns are then read on
+//! first use and kept in memory, so a query that touches 6 of 105 columns reads 6.
+
+use std::sync::{Arc, Mutex};
+
+use arrow::array::ArrayRef;
+use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
+
+use crate::{Error, Result};
+
+/// One column of a table: its chunks, aligned with every other column's chunks.
+pub type ColumnChunks = Arc<Vec<ArrayRef>>;
+
+/// Produces the columns of a table on demand (e.g. a Parquet file).
+pub trait ColumnSource: Send + Sync + std::fmt::Debug {
+    /// Reads the columns at `indices` (schema positions). Each returned column must have
+    /// exactly the chunk lengths of [`Table::chunk_lens`] and the schema's data type.
+    ///
+    /// # Errors
+    /// I/O or corruption errors naming the file.
+    fn load_columns(&self, indices: &[usize]) -> Result<Vec<Vec<ArrayRef>>>;
+}
+
+/// Whether Tessera's execution supports columns of this type.
+///
+/// Supported: Int8..Int64, UInt8..UInt64, Float32/64, Utf8, Binary, Date32 and
+/// Timestamp(Second, no time zone). Loaders convert other encodings (LargeUtf8, other
+/// timestamp units) to these.
+pub fn is_supported_type(dt: &DataType) -> bool {
+    use DataType::*;
+    matches!(
+        dt,
+        Int8 | Int16 | Int32 | Int64 | UInt8 | UInt16 | UInt32 | UInt64 | Float32 | Float64
+            | Utf8 | Binary | Date32
+    ) || matches!(dt, Timestamp(TimeUnit::Second, None))
+}
+
+/// A named table held in memory, possibly filled lazily from a [`ColumnSource`].
+#[derive(Debug)]
+pub struct Table {
+    name: String,
+    schema: SchemaRef,
+    chunk_lens: Vec<usize>,
+    num_rows: usize,
+    columns: Mutex<Vec<Option<ColumnChunks>>>,
+    source: Option<Arc<dyn ColumnSource>>,
+}
+
+impl Table {
+    /// A table whose columns are all in memory. `columns[c][k]` is chunk `k` of column `c`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] if the column count, types or chunk lengths disagree, or a
+    /// type is not supported.
+    pub fn from_columns(name: &str, schema: SchemaRef, columns: Vec<Vec<ArrayRef>>) -> Result<Self> {
+        if columns.len() != schema.fields().len() {
+            return Err(Error::InvalidArgument(format!(
+                "table {name}: {} columns for a schema of {}",
+                columns.len(),
+                schema.fields().len()
+            )));
+        }
+        let chunk_lens: Vec<usize> = columns
+            .first()
+            .map(|c| c.iter().map(|a| a.len()).collect())
+            .unwrap_or_default();
+        let table = Table::lazy(name, schema, chunk_lens, None)?;
+        let checked = table.check_columns(&(0..columns.len()).collect::<Vec<_>>(), columns)?;
+        *table.columns.lock().expect("table lock") = checked.into_iter().map(Some).collect();
+        Ok(table)
+    }
+
+    /// A table whose columns come from `source` on first use. `chunk_lens` gives the row
+    /// count of each chunk (morsel), the same for every column.
+    ///
+    /// # Errors
+    /// [`Error::NotImplemented`] if the schema has a type Tessera cannot execute on.
+    pub fn lazy(
+        name: &str,
+        schema: SchemaRef,
+        chunk_lens: Vec<usize>,
+        source: Option<Arc<dyn ColumnSource>>,
+    ) -> Result<Self> {
+        for f in schema.fields() {
+            if !is_supported_type(f.data_type()) {
+                return Err(Error::not_implemented(format!(
+                    "column {} of type {}",
+                    f.name(),
+                    f.data_type()
+                )));
+            }
+        }
+        let n = schema.fields().len();
+        Ok(Table {
+            name: name.to_string(),
+            schema,
+            num_rows: chunk_lens.iter().sum(),
+            chunk_lens,
+            columns: Mutex::new(vec![None; n]),
+            source,
+        })
+    }
+
+    /// The table name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The schema (column names and types).
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    /// Total rows.
+    pub fn num_rows(&self) -> usize {
+        self.num_rows
+    }
+
+    /// Rows of each chunk (morsel), in order.
+    pub fn chunk_lens(&self) -> &[usize] {
+        &self.chunk_lens
+    }
+
+    /// Index of a column by name: exact match first, then ASCII case-insensitive (as SQL
+    /// identifiers are).
+    pub fn column_index(&self, name: &str) -> Option<usize> {
+        let fields = self.schema.fields();
+        fields
+            .iter()
+            .position(|f| f.name() == name)
+            .or_else(|| fields.iter().position(|f| f.name().eq_ignore_ascii_case(name)))
+    }
+
+    /// The columns at `indices`, reading those not yet in memory from the source.
+    ///
+    /// # Errors
+    /// Errors of the source (I/O, corruption) or a source that broke its contract.
+    pub fn columns(&self, indices: &[usize]) -> Result<Vec<ColumnChunks>> {
+        let mut cols = self.columns.lock().map_err(|_| Error::internal("table lock poisoned"))?;
+        let missing: Vec<usize> = indices
+            .iter()
+            .copied()
+            .filter(|&i| cols.get(i).is_some_and(|c| c.is_none()))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if let Some(&bad) = indices.iter().find(|&&i| i >= cols.len()) {
+            return Err(Error::internal(format!("column index {bad} out of range")));
+        }
+        if !missing.is_empty() {
+            let source = self.source.as_ref().ok_or_else(|| {
+                Error::internal(format!("table {}: column without data and no source", self.name))
+            })?;
+            let loaded = source.load_columns(&missing)?;
+            let checked = self.check_columns(&missing, loaded)?;
+            for (i, col) in missing.iter().zip(checked) {
+                cols[*i] = Some(col);
+            }
+        }
+        Ok(indices.iter().map(|&i| cols[i].clone().expect("loaded above")).collect())
+    }
+
+    /// Loads every column now (what `Database::load` does after registering a file).
+    ///
+    /// # Errors
+    /// As [`Table::columns`].
+    pub fn load_all(&self) -> Result<()> {
+        let all: Vec<usize> = (0..self.schema.fields().len()).collect();
+        self.columns(&all).map(|_| ())
+    }
+
+    /// Bytes held in memory by the loaded columns (Arrow buffer sizes).
+    pub fn memory_size(&self) -> usize {
+        let cols = self.columns.lock().expect("table lock");
+        cols.iter()
+            .flatten()
+            .flat_map(|c| c.iter())
+            .map(|a| a.get_array_memory_size())
+            .sum()
+    }
+
+    fn check_columns(&self, indices: &[usize], columns: Vec<Vec<ArrayRef>>) -> Result<Vec<ColumnChunks>> {
+        if columns.len() != indices.len() {
+            return Err(Error::internal("column source returned a wrong column count"));
+        }
+        let mut out = Vec::with_capacity(columns.len());
+        for (&i, chunks) in indices.iter().zip(columns) {
+            let field = self.schema.field(i);
+            let lens: Vec<usize> = chunks.iter().map(|a| a.len()).collect();
+            if lens != self.chunk_lens {
+                return Err(Error::InvalidArgument(format!(
+                    "table {}: column {} has chunks {:?}.., expected {:?}..",
+                    self.name,
+                    field.name(),
+                    &lens[..lens.len().min(4)],
+                    &self.chunk_lens[..self.chunk_lens.len().min(4)]
+                )));
+            }
+            if let Some(bad) = chunks.iter().find(|a| a.data_type() != field.data_type()) {
+                return Err(Error::InvalidArgument(format!(
+                    "table {}: column {} has type {}, schema says {}",
+                    self.name,
+                    field.name(),
+                    bad.data_type(),
+                    field.data_type()
+                )));
+            }
+            out.push(Arc::new(chunks));
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int32Array, StringArray};
+    use arrow::datatypes::{Field, Schema};
+
+    #[test]
+    fn aligned_chunks_are_checked() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("a", DataType::Int32, false),
+            Field::new("s", DataType::Utf8, false),
+        ]));
+        let a: ArrayRef = Arc::new(Int32Array::from(vec![1, 2, 3]));
+        let s: ArrayRef = Arc::new(StringArray::from(vec!["x", "y", "z"]));
+        let s2: ArrayRef = Arc::new(StringArray::from(vec!["x", "y"]));
+        let t = Table::from_columns("t", schema.clone(), vec![vec![a.clone()], vec![s]]).unwrap();
+        assert_eq!(t.num_rows(), 3);
+        assert_eq!(t.column_index("S"), Some(1));
+        assert!(Table::from_columns("t", schema, vec![vec![a], vec![s2]]).is_err());
+    }
+}
