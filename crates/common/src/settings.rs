@@ -15,6 +15,9 @@ pub struct Settings {
     /// two-level (radix-partitioned) layout; `0` forces the partitioned path from the first
     /// row (ClickHouse `group_by_two_level_threshold`, counted in groups there, in groups here).
     pub group_by_two_level_threshold: usize,
+    /// Debug: use the generic serialized key layout for every GROUP BY, so tests can check
+    /// it against the specialised layouts (like DuckDB's `debug_force_*` settings).
+    pub group_by_force_serialized: bool,
 }
 
 impl Default for Settings {
@@ -22,6 +25,7 @@ impl Default for Settings {
         Settings {
             max_threads: default_threads(),
             group_by_two_level_threshold: 100_000,
+            group_by_force_serialized: false,
         }
     }
 }
@@ -33,7 +37,7 @@ pub fn default_threads() -> usize {
 
 impl Settings {
     /// Names accepted by [`Settings::set`].
-    pub const NAMES: &'static [&'static str] = &["max_threads", "group_by_two_level_threshold"];
+    pub const NAMES: &'static [&'static str] = &["max_threads", "group_by_two_level_threshold", "group_by_force_serialized"];
 
     /// Sets a setting by name from its SQL text value.
     ///
@@ -56,6 +60,13 @@ impl Settings {
             }
             "group_by_two_level_threshold" => {
                 self.group_by_two_level_threshold = parse(value)? as usize;
+            }
+            "group_by_force_serialized" => {
+                self.group_by_force_serialized = match parse(value)? {
+                    0 => false,
+                    1 => true,
+                    n => return Err(Error::InvalidArgument(format!("{name} = {n}: expected 0 or 1"))),
+                };
             }
             other => {
                 return Err(Error::InvalidArgument(format!(

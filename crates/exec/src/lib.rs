@@ -1,14 +1,62 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
+//! Tessera's execution engine: vectorized, morsel-driven operators over in-memory chunked
+//! tables.
+//!
+//! - [`plan`]: the physical plans (aggregation, scan) the SQL front end builds;
+//! - [`filter`]: WHERE to selection vectors;
+//! - hash GROUP BY specialised by key layout, two-phase with radix partitions, fused top-N;
+//! - [`pool`]: rayon pools sized by `max_threads`, morsel-driven scheduling.
+
+#![warn(missing_docs)]
+
+mod accum;
+mod aggregate;
+pub mod filter;
+mod hashtable;
+mod keys;
+pub mod plan;
+pub mod pool;
+mod scan;
+
+use arrow::array::RecordBatch;
+use tessera_common::{ColumnChunks, Result, Settings};
+
+pub use plan::*;
+pub use pool::Pools;
+
+/// What a query did, for tests and `EXPLAIN`-like output.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Profile {
+    /// Key layout of a GROUP BY (`fixed64`, `fixed128`, `string`, `fixed128+string`,
+    /// `serialized`, `unit`); `None` for scans.
+    pub layout: Option<&'static str>,
+    /// Groups in the final result before LIMIT.
+    pub groups: usize,
+    /// Whether the final phase ran over radix partitions.
+    pub two_level: bool,
+    /// Rows that passed the filter.
+    pub rows_in: usize,
+    /// Bytes held by the final hash tables (keys, hashes, slots, states).
+    pub hash_table_bytes: usize,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
+/// Runs `plan` with `settings` on a pool from `pools`; returns the answer as one batch.
+///
+/// # Errors
+/// I/O or corruption while loading columns, overflow in SUM, or resource errors.
+pub fn execute(plan: &Plan, settings: &Settings, pools: &Pools) -> Result<(RecordBatch, Profile)> {
+    let table = match plan {
+        Plan::Aggregate(p) => &p.table,
+        Plan::Scan(p) => &p.table,
+    };
+    let used = plan.columns_used();
+    let loaded = table.columns(&used)?;
+    let mut cols: Vec<Option<ColumnChunks>> = vec![None; table.schema().fields().len()];
+    for (i, c) in used.into_iter().zip(loaded) {
+        cols[i] = Some(c);
+    }
+    let pool = pools.get(settings.max_threads)?;
+    match plan {
+        Plan::Aggregate(p) => aggregate::execute(p, &cols, settings, &pool),
+        Plan::Scan(p) => scan::execute(p, &cols, settings, &pool),
     }
 }

@@ -1,0 +1,444 @@
+//! Aggregate state of all groups, one accumulator per aggregate, indexed by group id
+//! (the `GroupsAccumulator` design of DataFusion): `update` from input rows, `merge` partial
+//! states (two-phase aggregation), `emit` the final values.
+
+use std::sync::Arc;
+
+use arrow::array::*;
+use arrow::buffer::NullBuffer;
+use arrow::datatypes::*;
+use tessera_common::{Error, Result};
+
+use crate::plan::{AggExpr, AggFunc};
+
+/// A value to order groups by (top-N), borrowed from a state or a key.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum OrdVal<'a> {
+    Null,
+    Int(i128),
+    Float(f64),
+    Bytes(&'a [u8]),
+}
+
+impl OrdVal<'_> {
+    /// Total order: NULL first, then by value; floats by IEEE total order.
+    pub(crate) fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        use std::cmp::Ordering::*;
+        match (self, other) {
+            (OrdVal::Null, OrdVal::Null) => Equal,
+            (OrdVal::Null, _) => Less,
+            (_, OrdVal::Null) => Greater,
+            (OrdVal::Int(a), OrdVal::Int(b)) => a.cmp(b),
+            (OrdVal::Float(a), OrdVal::Float(b)) => a.total_cmp(b),
+            (OrdVal::Int(a), OrdVal::Float(b)) => (*a as f64).total_cmp(b),
+            (OrdVal::Float(a), OrdVal::Int(b)) => a.total_cmp(&(*b as f64)),
+            (OrdVal::Bytes(a), OrdVal::Bytes(b)) => a.cmp(b),
+            (OrdVal::Bytes(_), _) => Greater,
+            (_, OrdVal::Bytes(_)) => Less,
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Sums {
+    /// Inputs of at most 32 bits: an i64 sum cannot overflow below 2^32 rows per group.
+    Narrow(Vec<i64>),
+    /// 64-bit integer inputs.
+    Wide(Vec<i128>),
+    Float(Vec<f64>),
+}
+
+/// State of one aggregate for every group of a hash table.
+#[derive(Debug)]
+pub(crate) struct Accumulator {
+    func: AggFunc,
+    input_type: Option<DataType>,
+    /// Non-NULL inputs per group (rows for COUNT(*)).
+    count: Vec<i64>,
+    sums: Option<Sums>,
+    /// MIN/MAX of integer-like inputs.
+    ext_int: Vec<i128>,
+    /// MIN/MAX of float inputs.
+    ext_float: Vec<f64>,
+}
+
+trait Num: Copy {
+    fn to_i64(self) -> i64;
+    fn to_i128(self) -> i128;
+    fn to_f64(self) -> f64;
+}
+
+macro_rules! num_int {
+    ($($t:ty),*) => {$(impl Num for $t {
+        #[inline(always)] fn to_i64(self) -> i64 { self as i64 }
+        #[inline(always)] fn to_i128(self) -> i128 { self as i128 }
+        #[inline(always)] fn to_f64(self) -> f64 { self as f64 }
+    })*};
+}
+num_int!(i8, i16, i32, i64, u8, u16, u32, u64);
+impl Num for f32 {
+    fn to_i64(self) -> i64 { self as i64 }
+    fn to_i128(self) -> i128 { self as i128 }
+    fn to_f64(self) -> f64 { self as f64 }
+}
+impl Num for f64 {
+    fn to_i64(self) -> i64 { self as i64 }
+    fn to_i128(self) -> i128 { self as i128 }
+    fn to_f64(self) -> f64 { self }
+}
+
+fn is_float(dt: &DataType) -> bool {
+    matches!(dt, DataType::Float32 | DataType::Float64)
+}
+
+fn is_wide(dt: &DataType) -> bool {
+    matches!(dt, DataType::Int64 | DataType::UInt64 | DataType::Timestamp(_, _))
+}
+
+impl Accumulator {
+    /// A state for `agg` whose input column has type `input_type` (None for COUNT(*)).
+    ///
+    /// # Errors
+    /// [`Error::NotImplemented`] for SUM/AVG/MIN/MAX over strings.
+    pub(crate) fn new(agg: &AggExpr, input_type: Option<DataType>) -> Result<Self> {
+        let numeric = input_type.as_ref().is_some_and(|t| t.is_numeric() || t.is_temporal());
+        let sums = match agg.func {
+            AggFunc::Sum | AggFunc::Avg => {
+                let t = input_type.as_ref().filter(|t| t.is_numeric()).ok_or_else(|| {
+                    Error::TypeMismatch(format!(
+                        "{:?} needs a numeric argument, got {}",
+                        agg.func,
+                        input_type.as_ref().map_or("*".to_string(), |t| t.to_string())
+                    ))
+                })?;
+                Some(if is_float(t) {
+                    Sums::Float(Vec::new())
+                } else if is_wide(t) {
+                    Sums::Wide(Vec::new())
+                } else {
+                    Sums::Narrow(Vec::new())
+                })
+            }
+            AggFunc::Min | AggFunc::Max if !numeric => {
+                return Err(Error::not_implemented(format!(
+                    "{:?} over {}",
+                    agg.func,
+                    input_type.map_or("*".to_string(), |t| t.to_string())
+                )));
+            }
+            _ => None,
+        };
+        Ok(Accumulator { func: agg.func, input_type, count: Vec::new(), sums, ext_int: Vec::new(), ext_float: Vec::new() })
+    }
+
+    fn is_min_max(&self) -> bool {
+        matches!(self.func, AggFunc::Min | AggFunc::Max)
+    }
+
+    fn float_input(&self) -> bool {
+        self.input_type.as_ref().is_some_and(is_float)
+    }
+
+    /// Grows the state to `n` groups (new groups start empty).
+    pub(crate) fn resize(&mut self, n: usize) {
+        self.count.resize(n, 0);
+        match &mut self.sums {
+            Some(Sums::Narrow(v)) => v.resize(n, 0),
+            Some(Sums::Wide(v)) => v.resize(n, 0),
+            Some(Sums::Float(v)) => v.resize(n, 0.0),
+            None => {}
+        }
+        if self.is_min_max() {
+            let max = self.func == AggFunc::Max;
+            if self.float_input() {
+                self.ext_float.resize(n, if max { f64::NEG_INFINITY } else { f64::INFINITY });
+            } else {
+                self.ext_int.resize(n, if max { i128::MIN } else { i128::MAX });
+            }
+        }
+    }
+
+    /// Bytes held by the state.
+    pub(crate) fn memory_size(&self) -> usize {
+        let sums = match &self.sums {
+            Some(Sums::Narrow(v)) => v.capacity() * 8,
+            Some(Sums::Wide(v)) => v.capacity() * 16,
+            Some(Sums::Float(v)) => v.capacity() * 8,
+            None => 0,
+        };
+        self.count.capacity() * 8 + sums + self.ext_int.capacity() * 16 + self.ext_float.capacity() * 8
+    }
+
+    /// Adds input rows: row `i` of the batch belongs to group `gids[i]` and reads input row
+    /// `sel[i]` (or `i` without selection) of `input`. State must be sized (`resize`).
+    pub(crate) fn update(&mut self, gids: &[u32], input: Option<&ArrayRef>, sel: Option<&[u32]>) -> Result<()> {
+        let Some(arr) = input else {
+            for &g in gids {
+                self.count[g as usize] += 1;
+            }
+            return Ok(());
+        };
+        let nulls = arr.logical_nulls();
+        macro_rules! go {
+            ($t:ty) => {
+                self.update_typed(gids, arr.as_primitive::<$t>().values(), sel, nulls.as_ref())
+            };
+        }
+        match arr.data_type() {
+            DataType::Int8 => go!(Int8Type),
+            DataType::Int16 => go!(Int16Type),
+            DataType::Int32 => go!(Int32Type),
+            DataType::Int64 => go!(Int64Type),
+            DataType::UInt8 => go!(UInt8Type),
+            DataType::UInt16 => go!(UInt16Type),
+            DataType::UInt32 => go!(UInt32Type),
+            DataType::UInt64 => go!(UInt64Type),
+            DataType::Float32 => go!(Float32Type),
+            DataType::Float64 => go!(Float64Type),
+            DataType::Date32 => go!(Date32Type),
+            DataType::Timestamp(TimeUnit::Second, _) => go!(TimestampSecondType),
+            DataType::Utf8 | DataType::Binary if self.func == AggFunc::Count => {
+                for (i, &g) in gids.iter().enumerate() {
+                    let r = sel.map_or(i, |s| s[i] as usize);
+                    if nulls.as_ref().is_none_or(|n| n.is_valid(r)) {
+                        self.count[g as usize] += 1;
+                    }
+                }
+            }
+            other => return Err(Error::internal(format!("aggregate input of type {other}"))),
+        }
+        Ok(())
+    }
+
+    fn update_typed<T: Num>(&mut self, gids: &[u32], vals: &[T], sel: Option<&[u32]>, nulls: Option<&NullBuffer>) {
+        // One monomorphic loop per (state kind, selection): the branch on the kind is
+        // outside the row loop.
+        macro_rules! rows {
+            (|$g:ident, $v:ident| $body:expr) => {{
+                match (sel, nulls) {
+                    (None, None) => {
+                        for (&$g, &$v) in gids.iter().zip(vals) {
+                            let $g = $g as usize;
+                            $body;
+                        }
+                    }
+                    _ => {
+                        for (i, &$g) in gids.iter().enumerate() {
+                            let r = sel.map_or(i, |s| s[i] as usize);
+                            if nulls.is_some_and(|n| n.is_null(r)) {
+                                continue;
+                            }
+                            let $g = $g as usize;
+                            let $v = vals[r];
+                            $body;
+                        }
+                    }
+                }
+            }};
+        }
+        let count = &mut self.count;
+        match (self.func, &mut self.sums) {
+            (AggFunc::Count | AggFunc::CountStar, _) => rows!(|g, _v| count[g] += 1),
+            (_, Some(Sums::Narrow(s))) => rows!(|g, v| {
+                s[g] += v.to_i64();
+                count[g] += 1
+            }),
+            (_, Some(Sums::Wide(s))) => rows!(|g, v| {
+                s[g] += v.to_i128();
+                count[g] += 1
+            }),
+            (_, Some(Sums::Float(s))) => rows!(|g, v| {
+                s[g] += v.to_f64();
+                count[g] += 1
+            }),
+            (AggFunc::Min, None) if self.input_type.as_ref().is_some_and(is_float) => {
+                let e = &mut self.ext_float;
+                rows!(|g, v| {
+                    e[g] = e[g].min(v.to_f64());
+                    count[g] += 1
+                })
+            }
+            (AggFunc::Max, None) if self.input_type.as_ref().is_some_and(is_float) => {
+                let e = &mut self.ext_float;
+                rows!(|g, v| {
+                    e[g] = e[g].max(v.to_f64());
+                    count[g] += 1
+                })
+            }
+            (AggFunc::Min, None) => {
+                let e = &mut self.ext_int;
+                rows!(|g, v| {
+                    e[g] = e[g].min(v.to_i128());
+                    count[g] += 1
+                })
+            }
+            (AggFunc::Max, None) => {
+                let e = &mut self.ext_int;
+                rows!(|g, v| {
+                    e[g] = e[g].max(v.to_i128());
+                    count[g] += 1
+                })
+            }
+            (AggFunc::Sum | AggFunc::Avg, None) => unreachable!("SUM/AVG always have sums"),
+        }
+    }
+
+    /// Merges partial states: for each `(dst, src)`, group `src` of `other` into group `dst`
+    /// of `self` (final phase of two-phase aggregation). `self` must be sized.
+    pub(crate) fn merge(&mut self, pairs: &[(u32, u32)], other: &Accumulator) {
+        for &(d, s) in pairs {
+            self.count[d as usize] += other.count[s as usize];
+        }
+        match (&mut self.sums, &other.sums) {
+            (Some(Sums::Narrow(a)), Some(Sums::Narrow(b))) => pairs.iter().for_each(|&(d, s)| a[d as usize] += b[s as usize]),
+            (Some(Sums::Wide(a)), Some(Sums::Wide(b))) => pairs.iter().for_each(|&(d, s)| a[d as usize] += b[s as usize]),
+            (Some(Sums::Float(a)), Some(Sums::Float(b))) => pairs.iter().for_each(|&(d, s)| a[d as usize] += b[s as usize]),
+            _ => {}
+        }
+        if self.is_min_max() {
+            let max = self.func == AggFunc::Max;
+            if self.float_input() {
+                for &(d, s) in pairs {
+                    let (a, b) = (self.ext_float[d as usize], other.ext_float[s as usize]);
+                    self.ext_float[d as usize] = if max { a.max(b) } else { a.min(b) };
+                }
+            } else {
+                for &(d, s) in pairs {
+                    let (a, b) = (self.ext_int[d as usize], other.ext_int[s as usize]);
+                    self.ext_int[d as usize] = if max { a.max(b) } else { a.min(b) };
+                }
+            }
+        }
+    }
+
+    /// The final value of group `g`, for ordering (top-N).
+    pub(crate) fn value(&self, g: u32) -> OrdVal<'static> {
+        let g = g as usize;
+        let n = self.count[g];
+        match self.func {
+            AggFunc::Count | AggFunc::CountStar => OrdVal::Int(n as i128),
+            _ if n == 0 => OrdVal::Null,
+            AggFunc::Sum => match &self.sums {
+                Some(Sums::Narrow(s)) => OrdVal::Int(s[g] as i128),
+                Some(Sums::Wide(s)) => OrdVal::Int(s[g]),
+                Some(Sums::Float(s)) => OrdVal::Float(s[g]),
+                None => OrdVal::Null,
+            },
+            AggFunc::Avg => OrdVal::Float(self.avg(g)),
+            AggFunc::Min | AggFunc::Max => {
+                if self.float_input() {
+                    OrdVal::Float(self.ext_float[g])
+                } else {
+                    OrdVal::Int(self.ext_int[g])
+                }
+            }
+        }
+    }
+
+    fn avg(&self, g: usize) -> f64 {
+        let n = self.count[g] as f64;
+        match &self.sums {
+            Some(Sums::Narrow(s)) => s[g] as f64 / n,
+            Some(Sums::Wide(s)) => s[g] as f64 / n,
+            Some(Sums::Float(s)) => s[g] / n,
+            None => f64::NAN,
+        }
+    }
+
+    /// The output type of this aggregate.
+    pub(crate) fn output_type(&self) -> DataType {
+        match self.func {
+            AggFunc::Count | AggFunc::CountStar => DataType::Int64,
+            AggFunc::Avg => DataType::Float64,
+            AggFunc::Sum if self.float_input() => DataType::Float64,
+            AggFunc::Sum => DataType::Int64,
+            AggFunc::Min | AggFunc::Max => self.input_type.clone().unwrap_or(DataType::Null),
+        }
+    }
+
+    /// Final values of groups `gids`, in that order.
+    ///
+    /// # Errors
+    /// [`Error::Overflow`] if an integer SUM does not fit Int64.
+    pub(crate) fn emit(&self, gids: &[u32]) -> Result<ArrayRef> {
+        let valid = |g: u32| self.count[g as usize] > 0;
+        Ok(match self.func {
+            AggFunc::Count | AggFunc::CountStar => {
+                Arc::new(Int64Array::from_iter_values(gids.iter().map(|&g| self.count[g as usize])))
+            }
+            AggFunc::Avg => Arc::new(Float64Array::from_iter(
+                gids.iter().map(|&g| valid(g).then(|| self.avg(g as usize))),
+            )),
+            AggFunc::Sum => match &self.sums {
+                Some(Sums::Float(s)) => {
+                    Arc::new(Float64Array::from_iter(gids.iter().map(|&g| valid(g).then(|| s[g as usize]))))
+                }
+                Some(Sums::Narrow(s)) => {
+                    Arc::new(Int64Array::from_iter(gids.iter().map(|&g| valid(g).then(|| s[g as usize]))))
+                }
+                Some(Sums::Wide(s)) => {
+                    let mut out = Vec::with_capacity(gids.len());
+                    for &g in gids {
+                        out.push(if valid(g) {
+                            Some(i64::try_from(s[g as usize]).map_err(|_| {
+                                Error::Overflow(format!("SUM = {} does not fit Int64", s[g as usize]))
+                            })?)
+                        } else {
+                            None
+                        });
+                    }
+                    Arc::new(Int64Array::from(out))
+                }
+                None => return Err(Error::internal("SUM without state")),
+            },
+            AggFunc::Min | AggFunc::Max => {
+                let dt = self.output_type();
+                if self.float_input() {
+                    let a: ArrayRef = Arc::new(Float64Array::from_iter(
+                        gids.iter().map(|&g| valid(g).then(|| self.ext_float[g as usize])),
+                    ));
+                    arrow::compute::cast(&a, &dt)?
+                } else {
+                    // Values came from the input type, so the conversion back is exact.
+                    int_array(gids.iter().map(|&g| valid(g).then(|| self.ext_int[g as usize])), &dt)?
+                }
+            }
+        })
+    }
+}
+
+/// Builds an array of integer-like type `dt` (ints, Date32, Timestamp(Second)) from i128
+/// values that are known to fit.
+///
+/// # Errors
+/// [`Error::Overflow`] if a value does not fit `dt`; [`Error::Internal`] for other types.
+pub(crate) fn int_array(vals: impl Iterator<Item = Option<i128>>, dt: &DataType) -> Result<ArrayRef> {
+    macro_rules! build {
+        ($t:ty) => {{
+            let mut b = PrimitiveBuilder::<$t>::new();
+            for v in vals {
+                match v {
+                    Some(v) => b.append_value(
+                        <<$t as ArrowPrimitiveType>::Native>::try_from(v)
+                            .map_err(|_| Error::Overflow(format!("{v} does not fit {dt}")))?,
+                    ),
+                    None => b.append_null(),
+                }
+            }
+            Arc::new(b.finish()) as ArrayRef
+        }};
+    }
+    Ok(match dt {
+        DataType::Int8 => build!(Int8Type),
+        DataType::Int16 => build!(Int16Type),
+        DataType::Int32 => build!(Int32Type),
+        DataType::Int64 => build!(Int64Type),
+        DataType::UInt8 => build!(UInt8Type),
+        DataType::UInt16 => build!(UInt16Type),
+        DataType::UInt32 => build!(UInt32Type),
+        DataType::UInt64 => build!(UInt64Type),
+        DataType::Date32 => build!(Date32Type),
+        DataType::Timestamp(TimeUnit::Second, None) => build!(TimestampSecondType),
+        other => return Err(Error::internal(format!("int_array of {other}"))),
+    })
+}

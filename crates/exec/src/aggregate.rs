@@ -1,0 +1,378 @@
+//! Hash GROUP BY: two-phase (partial, then final) aggregation over morsels, with the key
+//! layout chosen per query and a fused top-N for ORDER BY ... LIMIT.
+//!
+//! 1. **Partial** (morsel-driven): each worker filters a morsel to a selection vector,
+//!    extracts and hashes its keys, finds the group ids in its own table and updates the
+//!    aggregate states. A table that grows past `group_by_two_level_threshold` groups
+//!    switches to two levels (256 radix partitions on the top hash bits).
+//! 2. **Final**: with one worker the partial table is final. Otherwise, small single-level
+//!    tables merge into the first; else all tables go two-level and the 256 partitions are
+//!    merged in parallel, one task per partition, into disjoint final tables (ClickHouse's
+//!    parallel merge of two-level tables; Leis et al. 2014). No single-threaded merge of
+//!    a large table ever happens.
+//! 3. **Top-N**: partitions are key-disjoint, so each final table keeps its best
+//!    `offset + limit` groups (a bounded sorted buffer with a threshold check on the first
+//!    sort key); only those candidates are materialised, then sorted exactly with every
+//!    ORDER BY key. All groups are never sorted.
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, RecordBatch};
+use arrow::compute::{SortColumn, SortOptions, concat_batches, lexsort_to_indices, take_record_batch};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use rayon::prelude::*;
+use tessera_common::{ColumnChunks, Error, Result, Settings};
+
+use crate::Profile;
+use crate::accum::{Accumulator, OrdVal};
+use crate::filter::{evaluate, selection};
+use crate::hashtable::{GroupTable, PARTITIONS};
+use crate::keys::{GroupKey, KeyReader, Layout, choose_layout, key_array};
+use crate::plan::{AggOutput, AggregatePlan, OrderLimit, SortKey};
+use crate::pool::run_morsels;
+
+/// Top-N buffers above this size fall back to materialising all groups and sorting.
+const MAX_TOP_N: usize = 100_000;
+
+struct Ctx<'a> {
+    plan: &'a AggregatePlan,
+    cols: &'a [Option<ColumnChunks>],
+    settings: &'a Settings,
+    pool: &'a rayon::ThreadPool,
+}
+
+impl Ctx<'_> {
+    fn morsel_cols(&self, m: usize) -> Vec<Option<ArrayRef>> {
+        self.cols.iter().map(|c| c.as_ref().map(|c| c[m].clone())).collect()
+    }
+
+    fn new_accs(&self) -> Result<Vec<Accumulator>> {
+        let schema = self.plan.table.schema();
+        self.plan
+            .aggs
+            .iter()
+            .map(|a| Accumulator::new(a, a.input.map(|c| schema.field(c).data_type().clone())))
+            .collect()
+    }
+}
+
+/// Runs an aggregation plan.
+pub(crate) fn execute(
+    plan: &AggregatePlan,
+    cols: &[Option<ColumnChunks>],
+    settings: &Settings,
+    pool: &rayon::ThreadPool,
+) -> Result<(RecordBatch, Profile)> {
+    let table = &plan.table;
+    let keys: Vec<_> = plan.keys.iter().map(|k| (*k, k.data_type(table))).collect();
+    let chunk = |c: usize| cols[c].as_ref().ok_or_else(|| Error::internal(format!("column {c} not loaded")));
+    let mut has_nulls = Vec::with_capacity(keys.len());
+    let mut chunks = Vec::with_capacity(keys.len());
+    for (k, _) in &keys {
+        let c = chunk(k.column())?;
+        has_nulls.push(c.iter().any(|a| a.null_count() > 0));
+        chunks.push(c.as_slice());
+    }
+    let (layout, specs) = choose_layout(&keys, &has_nulls, settings.group_by_force_serialized);
+    let reader = KeyReader { specs, chunks };
+    let ctx = Ctx { plan, cols, settings, pool };
+    let r = &reader;
+    let (batch, mut profile) = match layout {
+        Layout::Unit => run::<(), _, _>(&ctx, |_, _, n, out| {
+            out.clear();
+            out.resize(n, ());
+        }, |_, _| OrdVal::Null)?,
+        Layout::Fixed64 => run::<u64, _, _>(&ctx, |m, s, n, out| r.fixed64(m, s, n, out), |k, i| {
+            r.packed_value(i, *k as u128)
+        })?,
+        Layout::Fixed128 => run::<u128, _, _>(&ctx, |m, s, n, out| r.fixed128(m, s, n, out), |k, i| {
+            r.packed_value(i, *k)
+        })?,
+        Layout::Str => run::<&[u8], _, _>(&ctx, |m, s, _, out| r.string(m, s, out), |k, _| OrdVal::Bytes(k))?,
+        Layout::FixedStr => run::<(u128, &[u8]), _, _>(&ctx, |m, s, n, out| r.fixed_string(m, s, n, out), |k, i| {
+            if r.specs[i].width == 0 { OrdVal::Bytes(k.1) } else { r.packed_value(i, k.0) }
+        })?,
+        Layout::Serialized => run::<Box<[u8]>, _, _>(&ctx, |m, s, n, out| r.serialized(m, s, n, out), |k, i| {
+            r.serialized_value(i, k)
+        })?,
+    };
+    profile.layout = Some(layout.name());
+    Ok((batch, profile))
+}
+
+struct Worker<K> {
+    table: GroupTable<K>,
+    keys: Vec<K>,
+    hashes: Vec<u64>,
+    gids: Vec<u32>,
+    rows: usize,
+}
+
+fn run<K, E, D>(ctx: &Ctx<'_>, extract: E, decode: D) -> Result<(RecordBatch, Profile)>
+where
+    K: GroupKey,
+    E: Fn(usize, Option<&[u32]>, usize, &mut Vec<K>) + Sync,
+    D: for<'k> Fn(&'k K, usize) -> OrdVal<'k> + Sync,
+{
+    let plan = ctx.plan;
+    let threshold = ctx.settings.group_by_two_level_threshold;
+    let chunk_lens = plan.table.chunk_lens();
+    let template = ctx.new_accs()?; // validates the aggregate types once
+    drop(template);
+
+    // Phase 1: partial aggregation per worker.
+    let partials = run_morsels(
+        ctx.pool,
+        ctx.settings.max_threads,
+        chunk_lens.len(),
+        || {
+            let mut table = GroupTable::new(ctx.new_accs().expect("validated above"), 0);
+            if threshold == 0 {
+                table.convert_to_two_level();
+            }
+            Worker { table, keys: Vec::new(), hashes: Vec::new(), gids: Vec::new(), rows: 0 }
+        },
+        |w: &mut Worker<K>, m| {
+            let len = chunk_lens[m];
+            let sel = match &ctx.plan.filter {
+                Some(f) => selection(&evaluate(f, &ctx.morsel_cols(m), len)?),
+                None => None,
+            };
+            let n = sel.as_ref().map_or(len, |s| s.len());
+            if n == 0 {
+                return Ok(());
+            }
+            w.rows += n;
+            extract(m, sel.as_deref(), n, &mut w.keys);
+            w.hashes.clear();
+            w.hashes.extend(w.keys.iter().map(|k| k.hash64()));
+            w.gids.clear();
+            for (k, &h) in w.keys.iter().zip(&w.hashes) {
+                w.gids.push(w.table.find_or_insert(k, h));
+            }
+            if w.table.len() >= u32::MAX as usize / 2 {
+                return Err(Error::ResourcesExhausted("more than 2^31 groups in one thread".into()));
+            }
+            if !w.table.is_two_level() && w.table.len() > threshold {
+                w.table.convert_to_two_level();
+            }
+            w.table.sync_accs();
+            for (a, agg) in ctx.plan.aggs.iter().enumerate() {
+                let input = match agg.input {
+                    Some(c) => Some(&ctx.cols[c].as_ref().ok_or_else(|| Error::internal("agg input not loaded"))?[m]),
+                    None => None,
+                };
+                w.table.accs[a].update(&w.gids, input, sel.as_deref())?;
+            }
+            Ok(())
+        },
+    )?;
+    let rows_in: usize = partials.iter().map(|w| w.rows).sum();
+    let mut tables: Vec<GroupTable<K>> = partials.into_iter().map(|w| w.table).filter(|t| t.len() > 0).collect();
+
+    // Phase 2: final aggregation.
+    let total: usize = tables.iter().map(|t| t.len()).sum();
+    let mut two_level = tables.iter().any(|t| t.is_two_level());
+    let mut finals: Vec<GroupTable<K>> = if tables.len() <= 1 {
+        tables
+    } else if !two_level && total <= threshold.max(1) {
+        let mut first = tables.remove(0);
+        for t in &tables {
+            first.merge_from(t);
+        }
+        vec![first]
+    } else {
+        two_level = true;
+        ctx.pool.install(|| {
+            tables.par_iter_mut().for_each(|t| t.convert_to_two_level());
+            (0..PARTITIONS)
+                .into_par_iter()
+                .map(|p| {
+                    let n: usize = tables.iter().map(|t| t.partition_groups(p).len()).sum();
+                    let mut f = GroupTable::new(ctx.new_accs().expect("validated above"), n);
+                    for t in &tables {
+                        f.merge_groups(t, t.partition_groups(p));
+                    }
+                    f
+                })
+                .filter(|f| f.len() > 0)
+                .collect()
+        })
+    };
+    let groups: usize = finals.iter().map(|t| t.len()).sum();
+    let hash_table_bytes = finals.iter().map(|t| t.memory_size()).sum();
+    if plan.keys.is_empty() && groups == 0 {
+        // A global aggregate over no rows still returns one row (COUNT = 0, SUM = NULL).
+        let mut t = GroupTable::new(ctx.new_accs()?, 1);
+        t.find_or_insert(&extract_unit::<K>(&extract), 0);
+        t.sync_accs();
+        finals = vec![t];
+    }
+
+    // Phase 3: top-N per final table, materialise candidates, exact final order.
+    let schema = output_schema(ctx, &finals)?;
+    let batches: Vec<RecordBatch> = ctx.pool.install(|| {
+        finals
+            .par_iter()
+            .map(|t| {
+                let gids = select_groups(t, &plan.order, plan, &decode);
+                emit(t, &gids, plan, &schema, &decode)
+            })
+            .collect::<Result<Vec<_>>>()
+    })?;
+    let batch = concat_batches(&schema, &batches)?;
+    let out = order_and_limit(batch, &plan.order, plan.visible)?;
+    Ok((out, Profile { layout: None, groups, two_level, rows_in, hash_table_bytes }))
+}
+
+/// The unit key `()` of a key-less aggregation, produced through the extractor.
+fn extract_unit<K>(extract: &impl Fn(usize, Option<&[u32]>, usize, &mut Vec<K>)) -> K {
+    let mut v = Vec::with_capacity(1);
+    extract(0, Some(&[]), 1, &mut v);
+    v.pop().expect("unit extractor yields one key")
+}
+
+fn output_schema<K: GroupKey>(ctx: &Ctx<'_>, finals: &[GroupTable<K>]) -> Result<SchemaRef> {
+    let plan = ctx.plan;
+    let fresh;
+    let accs = match finals.first() {
+        Some(t) => &t.accs,
+        None => {
+            fresh = ctx.new_accs()?;
+            &fresh
+        }
+    };
+    let accs: Vec<DataType> = accs.iter().map(|a| a.output_type()).collect();
+    let fields: Vec<Field> = plan
+        .output
+        .iter()
+        .map(|(name, src)| {
+            let dt: DataType = match src {
+                AggOutput::Key(i) => plan.keys[*i].data_type(&plan.table),
+                AggOutput::Agg(j) => accs[*j].clone(),
+            };
+            Field::new(name, dt, true)
+        })
+        .collect();
+    Ok(Arc::new(Schema::new(fields)))
+}
+
+fn sort_value<'k, K>(
+    t: &'k GroupTable<K>,
+    g: u32,
+    out: AggOutput,
+    decode: &impl Fn(&'k K, usize) -> OrdVal<'k>,
+) -> OrdVal<'k> {
+    match out {
+        AggOutput::Key(i) => decode(&t.keys[g as usize], i),
+        AggOutput::Agg(j) => t.accs[j].value(g),
+    }
+}
+
+/// Compares two values under one sort key (direction and NULL placement).
+fn cmp_key(a: &OrdVal<'_>, b: &OrdVal<'_>, k: &SortKey) -> std::cmp::Ordering {
+    use std::cmp::Ordering::*;
+    match (matches!(a, OrdVal::Null), matches!(b, OrdVal::Null)) {
+        (true, true) => Equal,
+        (true, false) => if k.nulls_first { Less } else { Greater },
+        (false, true) => if k.nulls_first { Greater } else { Less },
+        _ => {
+            let o = a.cmp(b);
+            if k.descending { o.reverse() } else { o }
+        }
+    }
+}
+
+fn cmp_all(a: &[OrdVal<'_>], b: &[OrdVal<'_>], keys: &[SortKey]) -> std::cmp::Ordering {
+    for ((x, y), k) in a.iter().zip(b).zip(keys) {
+        let o = cmp_key(x, y, k);
+        if o.is_ne() {
+            return o;
+        }
+    }
+    std::cmp::Ordering::Equal
+}
+
+/// The groups of `t` that can appear in the answer.
+fn select_groups<'k, K: GroupKey>(
+    t: &'k GroupTable<K>,
+    order: &OrderLimit,
+    plan: &AggregatePlan,
+    decode: &impl Fn(&'k K, usize) -> OrdVal<'k>,
+) -> Vec<u32> {
+    let all = || (0..t.len() as u32).collect();
+    let Some(limit) = order.limit.map(|l| l.saturating_add(order.offset)) else { return all() };
+    if order.order_by.is_empty() {
+        return (0..t.len().min(limit) as u32).collect();
+    }
+    if limit > MAX_TOP_N {
+        return all();
+    }
+    let keys = &order.order_by;
+    let val = |g: u32, k: &SortKey| sort_value(t, g, plan.output[k.output].1, decode);
+    // `best` is sorted best-first and holds at most `limit` candidates.
+    let mut best: Vec<(Vec<OrdVal<'k>>, u32)> = Vec::with_capacity(limit + 1);
+    for g in 0..t.len() as u32 {
+        if limit == 0 {
+            break;
+        }
+        if best.len() == limit {
+            let first = val(g, &keys[0]);
+            if cmp_key(&first, &best[limit - 1].0[0], &keys[0]).is_gt() {
+                continue;
+            }
+        }
+        let v: Vec<OrdVal<'k>> = keys.iter().map(|k| val(g, k)).collect();
+        if best.len() == limit && !cmp_all(&v, &best[limit - 1].0, keys).is_lt() {
+            continue;
+        }
+        let pos = best.partition_point(|(b, _)| !cmp_all(b, &v, keys).is_gt());
+        best.insert(pos, (v, g));
+        best.truncate(limit);
+    }
+    best.into_iter().map(|(_, g)| g).collect()
+}
+
+fn emit<'k, K>(
+    t: &'k GroupTable<K>,
+    gids: &[u32],
+    plan: &AggregatePlan,
+    schema: &SchemaRef,
+    decode: &impl Fn(&'k K, usize) -> OrdVal<'k>,
+) -> Result<RecordBatch> {
+    let mut cols: Vec<ArrayRef> = Vec::with_capacity(plan.output.len());
+    for ((_, src), field) in plan.output.iter().zip(schema.fields()) {
+        cols.push(match src {
+            AggOutput::Key(i) => {
+                let vals: Vec<OrdVal<'k>> = gids.iter().map(|&g| decode(&t.keys[g as usize], *i)).collect();
+                key_array(field.data_type(), &vals)?
+            }
+            AggOutput::Agg(j) => t.accs[*j].emit(gids)?,
+        });
+    }
+    Ok(RecordBatch::try_new(schema.clone(), cols)?)
+}
+
+/// Sorts `batch` by the ORDER BY keys (exactly; only the top `offset + limit` rows when
+/// there is a limit), applies OFFSET/LIMIT and keeps the first `visible` columns.
+pub(crate) fn order_and_limit(batch: RecordBatch, order: &OrderLimit, visible: usize) -> Result<RecordBatch> {
+    let want = order.limit.map(|l| l.saturating_add(order.offset));
+    let batch = if order.order_by.is_empty() {
+        batch
+    } else {
+        let sort_cols: Vec<SortColumn> = order
+            .order_by
+            .iter()
+            .map(|k| SortColumn {
+                values: batch.column(k.output).clone(),
+                options: Some(SortOptions { descending: k.descending, nulls_first: k.nulls_first }),
+            })
+            .collect();
+        let idx = lexsort_to_indices(&sort_cols, want.map(|w| w.min(batch.num_rows())))?;
+        take_record_batch(&batch, &idx)?
+    };
+    let start = order.offset.min(batch.num_rows());
+    let end = want.unwrap_or(usize::MAX).min(batch.num_rows());
+    let batch = batch.slice(start, end.saturating_sub(start));
+    Ok(batch.project(&(0..visible).collect::<Vec<_>>())?)
+}

@@ -1,0 +1,201 @@
+//! WHERE evaluation: a predicate over one morsel becomes a bitmap, then a selection vector
+//! (the row indices that pass, ascending) used by every later step of the pipeline.
+
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray};
+use arrow::buffer::{BooleanBuffer, Buffer};
+use arrow::compute::kernels::cmp;
+use arrow::datatypes::*;
+use tessera_common::{Error, Result};
+use tessera_kernels::{CmpOp, cmp_bytes, cmp_scalar};
+
+use crate::plan::{Predicate, Value};
+
+/// Rows of a morsel that pass the filter: `None` means all rows.
+pub type Selection = Option<Vec<u32>>;
+
+/// Evaluates `pred` over a morsel of `len` rows whose columns are `cols[table column]`
+/// (columns the plan does not read are `None`). NULL compares as false (SQL WHERE).
+///
+/// # Errors
+/// [`Error::Internal`] if a column the predicate needs is missing or of an unexpected type
+/// (the planner checks types, so this is a bug).
+pub fn evaluate(pred: &Predicate, cols: &[Option<ArrayRef>], len: usize) -> Result<BooleanBuffer> {
+    Ok(match pred {
+        Predicate::Const(b) => {
+            if *b {
+                BooleanBuffer::new_set(len)
+            } else {
+                BooleanBuffer::new_unset(len)
+            }
+        }
+        Predicate::And(ps) => {
+            let mut acc = BooleanBuffer::new_set(len);
+            for p in ps {
+                acc = &acc & &evaluate(p, cols, len)?;
+            }
+            acc
+        }
+        Predicate::Or(ps) => {
+            let mut acc = BooleanBuffer::new_unset(len);
+            for p in ps {
+                acc = &acc | &evaluate(p, cols, len)?;
+            }
+            acc
+        }
+        Predicate::Not(p) => !&evaluate(p, cols, len)?,
+        Predicate::Cmp { column, op, value } => {
+            let arr = column_of(cols, *column)?;
+            let bits = cmp_column(arr, *op, value)?;
+            and_valid(bits, arr)
+        }
+        Predicate::CmpColumns { left, op, right } => {
+            let (l, r) = (column_of(cols, *left)?, column_of(cols, *right)?);
+            let out: BooleanArray = match op {
+                CmpOp::Eq => cmp::eq(l, r)?,
+                CmpOp::NotEq => cmp::neq(l, r)?,
+                CmpOp::Lt => cmp::lt(l, r)?,
+                CmpOp::LtEq => cmp::lt_eq(l, r)?,
+                CmpOp::Gt => cmp::gt(l, r)?,
+                CmpOp::GtEq => cmp::gt_eq(l, r)?,
+            };
+            match out.nulls() {
+                Some(n) => out.values() & n.inner(),
+                None => out.values().clone(),
+            }
+        }
+    })
+}
+
+/// Turns a filter bitmap into a selection vector (`None` when every row passes).
+pub fn selection(bits: &BooleanBuffer) -> Selection {
+    if bits.count_set_bits() == bits.len() {
+        None
+    } else {
+        Some(bits.set_indices().map(|i| i as u32).collect())
+    }
+}
+
+fn column_of(cols: &[Option<ArrayRef>], c: usize) -> Result<&ArrayRef> {
+    cols.get(c)
+        .and_then(|c| c.as_ref())
+        .ok_or_else(|| Error::internal(format!("filter column {c} not loaded")))
+}
+
+fn and_valid(bits: BooleanBuffer, arr: &ArrayRef) -> BooleanBuffer {
+    match arr.logical_nulls() {
+        Some(n) => &bits & n.inner(),
+        None => bits,
+    }
+}
+
+fn from_words(words: Vec<u64>, len: usize) -> BooleanBuffer {
+    BooleanBuffer::new(Buffer::from_vec(words), 0, len)
+}
+
+fn cmp_column(arr: &ArrayRef, op: CmpOp, value: &Value) -> Result<BooleanBuffer> {
+    let len = arr.len();
+    let mut words = Vec::new();
+    macro_rules! int {
+        ($t:ty) => {{
+            let Value::Int(v) = value else { return Err(mismatch(arr, value)) };
+            let vals = arr.as_primitive::<$t>().values();
+            match <<$t as ArrowPrimitiveType>::Native>::try_from(*v) {
+                Ok(c) => cmp_scalar(vals, op, c, &mut words),
+                Err(_) => return Ok(out_of_range(op, *v > 0, len)),
+            }
+        }};
+    }
+    macro_rules! float {
+        ($t:ty, $nt:ty) => {{
+            let c = match value {
+                Value::Float(f) => *f as $nt,
+                Value::Int(i) => *i as $nt,
+                Value::Bytes(_) => return Err(mismatch(arr, value)),
+            };
+            cmp_scalar(arr.as_primitive::<$t>().values(), op, c, &mut words)
+        }};
+    }
+    match arr.data_type() {
+        DataType::Int8 => int!(Int8Type),
+        DataType::Int16 => int!(Int16Type),
+        DataType::Int32 => int!(Int32Type),
+        DataType::Int64 => int!(Int64Type),
+        DataType::UInt8 => int!(UInt8Type),
+        DataType::UInt16 => int!(UInt16Type),
+        DataType::UInt32 => int!(UInt32Type),
+        DataType::UInt64 => int!(UInt64Type),
+        DataType::Date32 => int!(Date32Type),
+        DataType::Timestamp(TimeUnit::Second, _) => int!(TimestampSecondType),
+        DataType::Float32 => float!(Float32Type, f32),
+        DataType::Float64 => float!(Float64Type, f64),
+        DataType::Utf8 | DataType::Binary => {
+            let Value::Bytes(c) = value else { return Err(mismatch(arr, value)) };
+            let (offsets, data) = string_parts(arr);
+            cmp_bytes(offsets, data, op, c, &mut words)
+        }
+        other => return Err(Error::internal(format!("filter on unsupported type {other}"))),
+    }
+    Ok(from_words(words, len))
+}
+
+/// The offsets (rows + 1) and value bytes of a Utf8 or Binary array.
+///
+/// # Panics
+/// If `arr` is neither Utf8 nor Binary (callers dispatch on the type first).
+pub fn string_parts(arr: &ArrayRef) -> (&[i32], &[u8]) {
+    match arr.data_type() {
+        DataType::Utf8 => {
+            let a = arr.as_string::<i32>();
+            (a.value_offsets(), a.value_data())
+        }
+        DataType::Binary => {
+            let a = arr.as_binary::<i32>();
+            (a.value_offsets(), a.value_data())
+        }
+        other => panic!("string_parts on {other}"),
+    }
+}
+
+/// Result of `x <op> v` for every x of a type whose range `v` lies above (`above`) or below.
+fn out_of_range(op: CmpOp, above: bool, len: usize) -> BooleanBuffer {
+    let all = match op {
+        CmpOp::Eq => false,
+        CmpOp::NotEq => true,
+        CmpOp::Lt | CmpOp::LtEq => above,
+        CmpOp::Gt | CmpOp::GtEq => !above,
+    };
+    if all { BooleanBuffer::new_set(len) } else { BooleanBuffer::new_unset(len) }
+}
+
+fn mismatch(arr: &ArrayRef, value: &Value) -> Error {
+    Error::internal(format!("literal {value:?} not coerced to {}", arr.data_type()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int16Array, StringArray};
+    use std::sync::Arc;
+
+    #[test]
+    fn predicates_and_ranges() {
+        let a: ArrayRef = Arc::new(Int16Array::from(vec![Some(1), None, Some(-5), Some(300)]));
+        let s: ArrayRef = Arc::new(StringArray::from(vec!["", "x", "", "y"]));
+        let cols = vec![Some(a), Some(s)];
+        let run = |p: Predicate| {
+            let b = evaluate(&p, &cols, 4).unwrap();
+            (0..4).map(|i| b.value(i)).collect::<Vec<_>>()
+        };
+        let gt0 = Predicate::Cmp { column: 0, op: CmpOp::Gt, value: Value::Int(0) };
+        assert_eq!(run(gt0.clone()), vec![true, false, false, true]);
+        // literal above Int16's range: every non-NULL row is below it
+        let big = Predicate::Cmp { column: 0, op: CmpOp::Lt, value: Value::Int(100_000) };
+        assert_eq!(run(big), vec![true, false, true, true]);
+        let nonempty = Predicate::Cmp { column: 1, op: CmpOp::NotEq, value: Value::Bytes(vec![]) };
+        assert_eq!(run(Predicate::And(vec![gt0.clone(), nonempty.clone()])), vec![false, false, false, true]);
+        assert_eq!(run(Predicate::Or(vec![gt0, nonempty.clone()])), vec![true, true, false, true]);
+        assert_eq!(run(Predicate::Not(Box::new(nonempty))), vec![true, false, true, false]);
+        let sel = selection(&evaluate(&Predicate::Const(true), &cols, 4).unwrap());
+        assert!(sel.is_none());
+    }
+}

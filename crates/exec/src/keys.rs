@@ -1,0 +1,390 @@
+//! Group-key layouts, chosen once per query from the key types (ClickHouse
+//! `AggregatedDataVariants`): the hash table is specialised on the key representation.
+//!
+//! | layout       | keys                                    | key type        |
+//! |--------------|-----------------------------------------|-----------------|
+//! | `Unit`       | none (`SELECT COUNT(*) FROM t`)         | `()`            |
+//! | `Fixed64`    | fixed-width keys of <= 64 bits in total | `u64`           |
+//! | `Fixed128`   | fixed-width keys of <= 128 bits (Q33)   | `u128`          |
+//! | `Str`        | one string key (Q34)                    | `&[u8]` (input) |
+//! | `FixedStr`   | fixed keys <= 128 bits + one string (Q19) | `(u128, &[u8])` |
+//! | `Serialized` | anything else, or keys with NULLs       | `Box<[u8]>`     |
+//!
+//! Fixed-width keys are packed side by side: key `i` occupies bits
+//! `shift_i .. shift_i + width_i` of the integer, holding the value's bit pattern
+//! (two's complement for signed ints, IEEE bits for floats with -0.0 folded into 0.0).
+//! String keys borrow the input column's bytes: no copy until output.
+
+use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::datatypes::*;
+use tessera_common::{Error, Result};
+use tessera_kernels::{hash_bytes, hash_u64, hash_u128, minute_of_hour};
+
+use crate::accum::OrdVal;
+use crate::filter::string_parts;
+use crate::plan::ScalarExpr;
+
+/// A group key: cloneable, comparable, hashable to 64 bits.
+pub(crate) trait GroupKey: Clone + PartialEq + Send + Sync {
+    fn hash64(&self) -> u64;
+}
+
+impl GroupKey for () {
+    #[inline]
+    fn hash64(&self) -> u64 {
+        0
+    }
+}
+impl GroupKey for u64 {
+    #[inline]
+    fn hash64(&self) -> u64 {
+        hash_u64(*self)
+    }
+}
+impl GroupKey for u128 {
+    #[inline]
+    fn hash64(&self) -> u64 {
+        hash_u128(*self)
+    }
+}
+impl GroupKey for &[u8] {
+    #[inline]
+    fn hash64(&self) -> u64 {
+        hash_bytes(self)
+    }
+}
+impl GroupKey for (u128, &[u8]) {
+    #[inline]
+    fn hash64(&self) -> u64 {
+        let hs = hash_bytes(self.1) as u128;
+        hash_u128(self.0 ^ (hs << 64 | hs))
+    }
+}
+impl GroupKey for Box<[u8]> {
+    #[inline]
+    fn hash64(&self) -> u64 {
+        hash_bytes(self)
+    }
+}
+
+/// One group key of a query with its packing.
+#[derive(Debug, Clone)]
+pub(crate) struct KeySpec {
+    pub(crate) expr: ScalarExpr,
+    pub(crate) dtype: DataType,
+    /// Bits in the packed integer; 0 for strings.
+    pub(crate) width: u32,
+    pub(crate) shift: u32,
+}
+
+fn fixed_width(dt: &DataType) -> Option<u32> {
+    use DataType::*;
+    Some(match dt {
+        Int8 | UInt8 => 8,
+        Int16 | UInt16 => 16,
+        Int32 | UInt32 | Date32 | Float32 => 32,
+        Int64 | UInt64 | Float64 | Timestamp(_, _) => 64,
+        _ => return None,
+    })
+}
+
+/// The layout chosen for a query's keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Layout {
+    Unit,
+    Fixed64,
+    Fixed128,
+    Str,
+    FixedStr,
+    Serialized,
+}
+
+impl Layout {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Layout::Unit => "unit",
+            Layout::Fixed64 => "fixed64",
+            Layout::Fixed128 => "fixed128",
+            Layout::Str => "string",
+            Layout::FixedStr => "fixed128+string",
+            Layout::Serialized => "serialized",
+        }
+    }
+}
+
+/// Computes the packing of `keys` and picks the layout. `has_nulls[i]` says whether key
+/// `i`'s column holds any NULL; `force_serialized` selects the generic layout (tests).
+pub(crate) fn choose_layout(
+    keys: &[(ScalarExpr, DataType)],
+    has_nulls: &[bool],
+    force_serialized: bool,
+) -> (Layout, Vec<KeySpec>) {
+    let mut specs = Vec::with_capacity(keys.len());
+    let mut shift = 0u32;
+    let mut strings = 0;
+    for (expr, dt) in keys {
+        let width = match expr {
+            ScalarExpr::Minute(_) => 8,
+            ScalarExpr::Column(_) => fixed_width(dt).unwrap_or(0),
+        };
+        if width == 0 {
+            strings += 1;
+        }
+        specs.push(KeySpec { expr: *expr, dtype: dt.clone(), width, shift });
+        shift += width;
+    }
+    let layout = if keys.is_empty() {
+        Layout::Unit
+    } else if force_serialized || has_nulls.iter().any(|&n| n) || strings > 1 || shift > 128 {
+        Layout::Serialized
+    } else if strings == 1 && shift == 0 {
+        Layout::Str
+    } else if strings == 1 {
+        Layout::FixedStr
+    } else if shift <= 64 {
+        Layout::Fixed64
+    } else {
+        Layout::Fixed128
+    };
+    (layout, specs)
+}
+
+/// Reads key values of morsels. `'a` is the lifetime of the query's column chunks, which
+/// string keys borrow.
+pub(crate) struct KeyReader<'a> {
+    pub(crate) specs: Vec<KeySpec>,
+    /// Chunks of each key's column.
+    pub(crate) chunks: Vec<&'a [ArrayRef]>,
+}
+
+impl<'a> KeyReader<'a> {
+    /// Raw fixed-width bit patterns of key `k` for the selected rows of morsel `m`,
+    /// zero-extended to u64.
+    fn raws(&self, k: usize, m: usize, sel: Option<&[u32]>, out: &mut Vec<u64>) {
+        out.clear();
+        let arr = &self.chunks[k][m];
+        macro_rules! go {
+            ($t:ty, $conv:expr) => {{
+                let v = arr.as_primitive::<$t>().values();
+                let f = $conv;
+                match sel {
+                    None => out.extend(v.iter().map(|&x| f(x))),
+                    Some(s) => out.extend(s.iter().map(|&i| f(v[i as usize]))),
+                }
+            }};
+        }
+        if let ScalarExpr::Minute(_) = self.specs[k].expr {
+            let ts = arr.as_primitive::<TimestampSecondType>().values();
+            let mut mins = Vec::new();
+            match sel {
+                None => minute_of_hour(ts, &mut mins),
+                Some(s) => {
+                    let g: Vec<i64> = s.iter().map(|&i| ts[i as usize]).collect();
+                    minute_of_hour(&g, &mut mins)
+                }
+            }
+            out.extend(mins.iter().map(|&m| m as u64));
+            return;
+        }
+        match arr.data_type() {
+            DataType::Int8 => go!(Int8Type, |x: i8| x as u8 as u64),
+            DataType::Int16 => go!(Int16Type, |x: i16| x as u16 as u64),
+            DataType::Int32 => go!(Int32Type, |x: i32| x as u32 as u64),
+            DataType::Int64 => go!(Int64Type, |x: i64| x as u64),
+            DataType::UInt8 => go!(UInt8Type, |x: u8| x as u64),
+            DataType::UInt16 => go!(UInt16Type, |x: u16| x as u64),
+            DataType::UInt32 => go!(UInt32Type, |x: u32| x as u64),
+            DataType::UInt64 => go!(UInt64Type, |x: u64| x),
+            DataType::Date32 => go!(Date32Type, |x: i32| x as u32 as u64),
+            DataType::Timestamp(_, _) => go!(TimestampSecondType, |x: i64| x as u64),
+            DataType::Float32 => go!(Float32Type, |x: f32| (x + 0.0).to_bits() as u64),
+            DataType::Float64 => go!(Float64Type, |x: f64| (x + 0.0).to_bits()),
+            _ => unreachable!("fixed key of string type"),
+        }
+    }
+
+    fn string_index(&self) -> usize {
+        self.specs.iter().position(|s| s.width == 0).expect("layout has a string key")
+    }
+
+    fn strings(&self, k: usize, m: usize, sel: Option<&[u32]>, out: &mut Vec<&'a [u8]>) {
+        let (offsets, data) = string_parts(&self.chunks[k][m]);
+        let get = |i: usize| &data[offsets[i] as usize..offsets[i + 1] as usize];
+        match sel {
+            None => out.extend((0..offsets.len() - 1).map(get)),
+            Some(s) => out.extend(s.iter().map(|&i| get(i as usize))),
+        }
+    }
+
+    /// Packed fixed keys (<= 64 bits) of the selected rows of morsel `m`.
+    pub(crate) fn fixed64(&self, m: usize, sel: Option<&[u32]>, n: usize, out: &mut Vec<u64>) {
+        out.clear();
+        out.resize(n, 0);
+        let mut raws = Vec::with_capacity(n);
+        for (k, spec) in self.specs.iter().enumerate() {
+            self.raws(k, m, sel, &mut raws);
+            for (o, &r) in out.iter_mut().zip(&raws) {
+                *o |= r << spec.shift;
+            }
+        }
+    }
+
+    /// Packed fixed keys (<= 128 bits; string keys skipped) of morsel `m`.
+    pub(crate) fn fixed128(&self, m: usize, sel: Option<&[u32]>, n: usize, out: &mut Vec<u128>) {
+        out.clear();
+        out.resize(n, 0);
+        let mut raws = Vec::with_capacity(n);
+        for (k, spec) in self.specs.iter().enumerate() {
+            if spec.width == 0 {
+                continue;
+            }
+            self.raws(k, m, sel, &mut raws);
+            for (o, &r) in out.iter_mut().zip(&raws) {
+                *o |= (r as u128) << spec.shift;
+            }
+        }
+    }
+
+    /// The single string key of morsel `m`.
+    pub(crate) fn string(&self, m: usize, sel: Option<&[u32]>, out: &mut Vec<&'a [u8]>) {
+        out.clear();
+        self.strings(self.string_index(), m, sel, out);
+    }
+
+    /// Fixed part + string key of morsel `m`.
+    pub(crate) fn fixed_string(&self, m: usize, sel: Option<&[u32]>, n: usize, out: &mut Vec<(u128, &'a [u8])>) {
+        let mut fixed = Vec::new();
+        self.fixed128(m, sel, n, &mut fixed);
+        let mut strs = Vec::with_capacity(n);
+        self.string(m, sel, &mut strs);
+        out.clear();
+        out.extend(fixed.into_iter().zip(strs));
+    }
+
+    /// Serialized keys: per key a validity byte, then 8 bytes (fixed) or a u32 length and
+    /// the bytes (string), little endian.
+    pub(crate) fn serialized(&self, m: usize, sel: Option<&[u32]>, n: usize, out: &mut Vec<Box<[u8]>>) {
+        let mut bufs: Vec<Vec<u8>> = vec![Vec::new(); n];
+        let mut raws = Vec::new();
+        let mut strs = Vec::new();
+        for (k, spec) in self.specs.iter().enumerate() {
+            let arr = &self.chunks[k][m];
+            let nulls = arr.logical_nulls();
+            let row = |i: usize| sel.map_or(i, |s| s[i] as usize);
+            if spec.width == 0 {
+                strs.clear();
+                self.strings(k, m, sel, &mut strs);
+                for (i, b) in bufs.iter_mut().enumerate() {
+                    if nulls.as_ref().is_some_and(|nb| nb.is_null(row(i))) {
+                        b.push(0);
+                    } else {
+                        b.push(1);
+                        b.extend_from_slice(&(strs[i].len() as u32).to_le_bytes());
+                        b.extend_from_slice(strs[i]);
+                    }
+                }
+            } else {
+                self.raws(k, m, sel, &mut raws);
+                for (i, b) in bufs.iter_mut().enumerate() {
+                    if nulls.as_ref().is_some_and(|nb| nb.is_null(row(i))) {
+                        b.push(0);
+                    } else {
+                        b.push(1);
+                        b.extend_from_slice(&raws[i].to_le_bytes());
+                    }
+                }
+            }
+        }
+        out.clear();
+        out.extend(bufs.into_iter().map(Vec::into_boxed_slice));
+    }
+
+    /// Value of key `k` from its raw bit pattern.
+    pub(crate) fn raw_value(&self, k: usize, raw: u64) -> OrdVal<'static> {
+        let spec = &self.specs[k];
+        match spec.dtype {
+            DataType::Float32 => OrdVal::Float(f32::from_bits(raw as u32) as f64),
+            DataType::Float64 => OrdVal::Float(f64::from_bits(raw)),
+            DataType::Int8 => OrdVal::Int(raw as u8 as i8 as i128),
+            DataType::Int16 => OrdVal::Int(raw as u16 as i16 as i128),
+            DataType::Int32 | DataType::Date32 => OrdVal::Int(raw as u32 as i32 as i128),
+            DataType::Int64 | DataType::Timestamp(_, _) => OrdVal::Int(raw as i64 as i128),
+            _ => OrdVal::Int(raw as i128),
+        }
+    }
+
+    /// Value of key `k` inside a packed fixed key.
+    pub(crate) fn packed_value(&self, k: usize, packed: u128) -> OrdVal<'static> {
+        let spec = &self.specs[k];
+        let mask = if spec.width == 64 { u64::MAX } else { (1u64 << spec.width) - 1 };
+        self.raw_value(k, (packed >> spec.shift) as u64 & mask)
+    }
+
+    /// Value of key `k` inside a serialized key.
+    pub(crate) fn serialized_value<'k>(&self, k: usize, key: &'k [u8]) -> OrdVal<'k> {
+        let mut pos = 0;
+        for (i, spec) in self.specs.iter().enumerate() {
+            let valid = key[pos] == 1;
+            pos += 1;
+            let (len, body) = if !valid {
+                (0, 0)
+            } else if spec.width == 0 {
+                let l = u32::from_le_bytes(key[pos..pos + 4].try_into().expect("4 bytes")) as usize;
+                (4 + l, 4)
+            } else {
+                (8, 0)
+            };
+            if i == k {
+                return if !valid {
+                    OrdVal::Null
+                } else if spec.width == 0 {
+                    OrdVal::Bytes(&key[pos + body..pos + len])
+                } else {
+                    self.raw_value(k, u64::from_le_bytes(key[pos..pos + 8].try_into().expect("8 bytes")))
+                };
+            }
+            pos += len;
+        }
+        OrdVal::Null
+    }
+}
+
+/// Builds an output column of type `dt` from key values.
+///
+/// # Errors
+/// [`Error::Internal`] on a value that does not fit `dt` (a packing bug).
+pub(crate) fn key_array(dt: &DataType, vals: &[OrdVal<'_>]) -> Result<ArrayRef> {
+    use arrow::array::*;
+    use std::sync::Arc;
+    Ok(match dt {
+        DataType::Utf8 | DataType::Binary => {
+            let bin: BinaryArray = vals
+                .iter()
+                .map(|v| match v {
+                    OrdVal::Bytes(b) => Some(*b),
+                    _ => None,
+                })
+                .collect();
+            if *dt == DataType::Utf8 {
+                arrow::compute::cast(&bin, &DataType::Utf8)?
+            } else {
+                Arc::new(bin)
+            }
+        }
+        DataType::Float32 | DataType::Float64 => {
+            let a: ArrayRef = Arc::new(Float64Array::from_iter(vals.iter().map(|v| match v {
+                OrdVal::Float(f) => Some(*f),
+                _ => None,
+            })));
+            arrow::compute::cast(&a, dt)?
+        }
+        _ => crate::accum::int_array(
+            vals.iter().map(|v| match v {
+                OrdVal::Int(i) => Some(*i),
+                _ => None,
+            }),
+            dt,
+        )
+        .map_err(|e| Error::internal(format!("key output: {e}")))?,
+    })
+}

@@ -1,0 +1,219 @@
+//! Physical plans: what the SQL front end produces and the executor runs.
+//!
+//! Column references are indices into the table's schema. Literals in predicates are
+//! already coerced to the column's domain by the planner (dates to days, timestamps to
+//! seconds, strings to bytes).
+
+use std::sync::Arc;
+
+use arrow::datatypes::DataType;
+use tessera_common::Table;
+pub use tessera_kernels::CmpOp;
+
+/// A constant, coerced to the domain of the column it is compared with.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// Any integer, date (days since epoch) or timestamp (seconds since epoch).
+    Int(i128),
+    /// A floating-point number.
+    Float(f64),
+    /// A string (compared bytewise).
+    Bytes(Vec<u8>),
+}
+
+/// A boolean condition over the rows of one table (WHERE).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Predicate {
+    /// `column <op> value`.
+    Cmp {
+        /// Column index.
+        column: usize,
+        /// Operator.
+        op: CmpOp,
+        /// Constant of the column's domain.
+        value: Value,
+    },
+    /// `column <op> column` (both numeric, or both strings).
+    CmpColumns {
+        /// Left column index.
+        left: usize,
+        /// Operator.
+        op: CmpOp,
+        /// Right column index.
+        right: usize,
+    },
+    /// All must hold.
+    And(Vec<Predicate>),
+    /// Any must hold.
+    Or(Vec<Predicate>),
+    /// Negation.
+    Not(Box<Predicate>),
+    /// A constant condition (e.g. a literal out of the column type's range).
+    Const(bool),
+}
+
+/// A per-row value computed from the table: a group key or an output column of a scan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ScalarExpr {
+    /// A column as stored.
+    Column(usize),
+    /// Minute of hour (0..59, `UInt8`) of a `Timestamp(Second)` column, UTC
+    /// (`extract(minute FROM c)`, ClickHouse `toMinute(c)`).
+    Minute(usize),
+}
+
+impl ScalarExpr {
+    /// The column this expression reads.
+    pub fn column(&self) -> usize {
+        match *self {
+            ScalarExpr::Column(c) | ScalarExpr::Minute(c) => c,
+        }
+    }
+
+    /// The Arrow type this expression yields over `table`.
+    pub fn data_type(&self, table: &Table) -> DataType {
+        match *self {
+            ScalarExpr::Column(c) => table.schema().field(c).data_type().clone(),
+            ScalarExpr::Minute(_) => DataType::UInt8,
+        }
+    }
+}
+
+/// Aggregate functions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AggFunc {
+    /// `COUNT(*)`: rows per group. Output Int64.
+    CountStar,
+    /// `COUNT(col)`: non-NULL values. Output Int64.
+    Count,
+    /// `SUM(col)`: Int64 for integer input (error on overflow), Float64 for floats; NULL
+    /// when the group has no non-NULL value.
+    Sum,
+    /// `AVG(col)`: Float64; NULL when no non-NULL value.
+    Avg,
+    /// `MIN(col)`: the input type; NULL when no non-NULL value.
+    Min,
+    /// `MAX(col)`: the input type; NULL when no non-NULL value.
+    Max,
+}
+
+/// One aggregate of a GROUP BY.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AggExpr {
+    /// The function.
+    pub func: AggFunc,
+    /// Input column (`None` only for `COUNT(*)`).
+    pub input: Option<usize>,
+}
+
+/// Where an output column of an aggregation comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AggOutput {
+    /// Group key `i` of [`AggregatePlan::keys`].
+    Key(usize),
+    /// Aggregate `i` of [`AggregatePlan::aggs`].
+    Agg(usize),
+}
+
+/// One ORDER BY key, referring to an output column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SortKey {
+    /// Index into the plan's output columns (visible or hidden).
+    pub output: usize,
+    /// Descending order.
+    pub descending: bool,
+    /// NULLs before non-NULLs. SQL default: NULLS LAST for ASC, NULLS FIRST for DESC
+    /// (PostgreSQL/DuckDB); the planner fills it in.
+    pub nulls_first: bool,
+}
+
+/// ORDER BY / LIMIT / OFFSET of a query, over its output columns.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OrderLimit {
+    /// Sort keys, major first. Empty: any order.
+    pub order_by: Vec<SortKey>,
+    /// Maximum rows returned after `offset`.
+    pub limit: Option<usize>,
+    /// Rows skipped.
+    pub offset: usize,
+}
+
+/// `SELECT keys.., aggs.. FROM t [WHERE ..] GROUP BY keys [ORDER BY ..] [LIMIT ..]`.
+/// No GROUP BY (`SELECT COUNT(*) FROM t`) is an aggregation with zero keys: one row out.
+#[derive(Debug, Clone)]
+pub struct AggregatePlan {
+    /// The table.
+    pub table: Arc<Table>,
+    /// Row filter applied before aggregation.
+    pub filter: Option<Predicate>,
+    /// Group keys.
+    pub keys: Vec<ScalarExpr>,
+    /// Aggregates.
+    pub aggs: Vec<AggExpr>,
+    /// Output columns (name, source); the first `visible` are returned, the rest only
+    /// serve ORDER BY.
+    pub output: Vec<(String, AggOutput)>,
+    /// Number of visible output columns.
+    pub visible: usize,
+    /// Sorting and limits.
+    pub order: OrderLimit,
+}
+
+/// `SELECT exprs FROM t [WHERE ..] [ORDER BY ..] [LIMIT ..]` (no aggregation).
+#[derive(Debug, Clone)]
+pub struct ScanPlan {
+    /// The table.
+    pub table: Arc<Table>,
+    /// Row filter.
+    pub filter: Option<Predicate>,
+    /// Output columns (name, expression); the first `visible` are returned.
+    pub output: Vec<(String, ScalarExpr)>,
+    /// Number of visible output columns.
+    pub visible: usize,
+    /// Sorting and limits.
+    pub order: OrderLimit,
+}
+
+/// An executable query.
+#[derive(Debug, Clone)]
+pub enum Plan {
+    /// Hash aggregation.
+    Aggregate(AggregatePlan),
+    /// Filter/project scan.
+    Scan(ScanPlan),
+}
+
+impl Plan {
+    /// Columns of the table the plan reads (sorted, deduplicated).
+    pub fn columns_used(&self) -> Vec<usize> {
+        let mut cols = Vec::new();
+        let (filter, table_cols) = match self {
+            Plan::Aggregate(p) => {
+                cols.extend(p.keys.iter().map(|k| k.column()));
+                cols.extend(p.aggs.iter().filter_map(|a| a.input));
+                (&p.filter, ())
+            }
+            Plan::Scan(p) => {
+                cols.extend(p.output.iter().map(|(_, e)| e.column()));
+                (&p.filter, ())
+            }
+        };
+        let _ = table_cols;
+        if let Some(f) = filter {
+            predicate_columns(f, &mut cols);
+        }
+        cols.sort_unstable();
+        cols.dedup();
+        cols
+    }
+}
+
+fn predicate_columns(p: &Predicate, out: &mut Vec<usize>) {
+    match p {
+        Predicate::Cmp { column, .. } => out.push(*column),
+        Predicate::CmpColumns { left, right, .. } => out.extend([*left, *right]),
+        Predicate::And(v) | Predicate::Or(v) => v.iter().for_each(|q| predicate_columns(q, out)),
+        Predicate::Not(q) => predicate_columns(q, out),
+        Predicate::Const(_) => {}
+    }
+}

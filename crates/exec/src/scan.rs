@@ -1,0 +1,88 @@
+//! Filter/project scans (no aggregation): `SELECT cols FROM t WHERE .. ORDER BY .. LIMIT n`.
+//! Each worker keeps only its best `offset + limit` rows (top-N on Arrow sort kernels), so
+//! memory stays bounded by the limit, not by the table.
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, AsArray, RecordBatch, UInt8Array, UInt32Array};
+use arrow::compute::{concat_batches, take};
+use arrow::datatypes::{Field, Schema, SchemaRef, TimestampSecondType};
+use tessera_common::{ColumnChunks, Error, Result, Settings};
+use tessera_kernels::minute_of_hour;
+
+use crate::Profile;
+use crate::aggregate::order_and_limit;
+use crate::filter::{evaluate, selection};
+use crate::plan::{OrderLimit, ScalarExpr, ScanPlan};
+use crate::pool::run_morsels;
+
+/// Runs a scan plan.
+pub(crate) fn execute(
+    plan: &ScanPlan,
+    cols: &[Option<ColumnChunks>],
+    settings: &Settings,
+    pool: &rayon::ThreadPool,
+) -> Result<(RecordBatch, Profile)> {
+    let schema: SchemaRef = Arc::new(Schema::new(
+        plan.output
+            .iter()
+            .map(|(name, e)| Field::new(name, e.data_type(&plan.table), true))
+            .collect::<Vec<_>>(),
+    ));
+    let chunk_lens = plan.table.chunk_lens();
+    let want = plan.order.limit.map(|l| l.saturating_add(plan.order.offset));
+    let local = OrderLimit { order_by: plan.order.order_by.clone(), limit: want, offset: 0 };
+    let all_cols = plan.output.len();
+    let parts = run_morsels(
+        pool,
+        settings.max_threads,
+        chunk_lens.len(),
+        || (Vec::<RecordBatch>::new(), 0usize),
+        |(kept, rows), m| {
+            if want.is_some_and(|w| plan.order.order_by.is_empty() && *rows >= w) {
+                return Ok(());
+            }
+            let len = chunk_lens[m];
+            let mcols: Vec<Option<ArrayRef>> = cols.iter().map(|c| c.as_ref().map(|c| c[m].clone())).collect();
+            let sel = match &plan.filter {
+                Some(f) => selection(&evaluate(f, &mcols, len)?),
+                None => None,
+            };
+            if sel.as_ref().is_some_and(|s| s.is_empty()) {
+                return Ok(());
+            }
+            let idx = sel.map(UInt32Array::from);
+            let mut out = Vec::with_capacity(plan.output.len());
+            for (_, e) in &plan.output {
+                let arr = mcols[e.column()].as_ref().ok_or_else(|| Error::internal("scan column not loaded"))?;
+                let arr = match &idx {
+                    Some(i) => take(arr, i, None)?,
+                    None => arr.clone(),
+                };
+                out.push(match e {
+                    ScalarExpr::Column(_) => arr,
+                    ScalarExpr::Minute(_) => {
+                        let mut mins = Vec::new();
+                        minute_of_hour(arr.as_primitive::<TimestampSecondType>().values(), &mut mins);
+                        Arc::new(UInt8Array::from(mins)) as ArrayRef
+                    }
+                });
+            }
+            let batch = RecordBatch::try_new(schema.clone(), out)?;
+            *rows += batch.num_rows();
+            if want.is_some() {
+                kept.push(batch);
+                let merged = concat_batches(&schema, kept.iter())?;
+                *kept = vec![order_and_limit(merged, &local, all_cols)?];
+            } else {
+                kept.push(batch);
+            }
+            Ok(())
+        },
+    )?;
+    let batches: Vec<RecordBatch> = parts.into_iter().flat_map(|(b, _)| b).collect();
+    let rows_in = batches.iter().map(|b| b.num_rows()).sum();
+    let merged = concat_batches(&schema, &batches)?;
+    let out = order_and_limit(merged, &plan.order, plan.visible)?;
+    Ok((out, Profile { rows_in, ..Profile::default() }))
+}
