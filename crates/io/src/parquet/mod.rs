@@ -1,0 +1,578 @@
+//! Lazy Parquet tables: [`open_parquet`] reads only the footer; [`ParquetSource`] reads the
+//! columns a query touches, all row groups in parallel, on first use.
+//!
+//! Chunks (morsels) never span row groups: row group `g` of `n` rows gives
+//! `ceil(n / CHUNK_ROWS)` chunks, all of [`CHUNK_ROWS`] rows but the last.
+//!
+//! ```text
+//!  file:    | row group 0 (150,000 rows)        | row group 1 (70,000 rows) |
+//!  chunks:  | 65,536     | 65,536     | 18,928  | 65,536          | 4,464   |
+//! ```
+//!
+//! Reading: one rayon task per (row group, column) reads that column chunk's bytes with one
+//! positioned read (`pread`, so tasks share the file handle without a seek race), then
+//! decodes it with the parquet crate's Arrow reader and converts each batch to the table
+//! type (see [`open_parquet`] for the mapping). A decoder panic on a corrupt page is caught
+//! and reported as [`Error::Corrupt`].
+
+mod convert;
+
+use std::fmt;
+use std::fs::File;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, make_array};
+use arrow::datatypes::{Field, Schema, SchemaRef};
+use bytes::{Buf, Bytes};
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
+use parquet::errors::ParquetError;
+use parquet::file::metadata::ColumnChunkMetaData;
+use parquet::file::reader::{ChunkReader, Length};
+use rayon::prelude::*;
+use tessera_common::{ColumnSource, Error, Result, Table, is_supported_type};
+
+use crate::CHUNK_ROWS;
+
+/// How [`ParquetSource::load_columns`] cuts its work into rayon tasks.
+///
+/// Measured with `tests::bench_granularity` (release, 2 vCPUs shared with other builds, so
+/// ±20 % noise; 16 M rows, 6 Int64 + 2 Int16 + 2 string columns, ZSTD, best of 5):
+///
+/// | file | columns read | per column chunk | per row group |
+/// |---|---|---|---|
+/// | 16 row groups | 4 | 346 ms | 335 ms |
+/// | 16 row groups | 10 | 975 ms | 1054 ms |
+/// | 1 row group | 4 | 443 ms | 617 ms |
+/// | 1 row group | 10 | 1004 ms | 1064 ms |
+///
+/// Equal when row groups outnumber threads; per column chunk wins when they do not (a
+/// single row group is otherwise decoded by one thread), so it is the default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LoadGranularity {
+    /// One task per (row group, column).
+    PerColumnChunk,
+    /// One task per row group, decoding all requested columns through one projection.
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "only forced by tests and benchmarks")
+    )]
+    PerRowGroup,
+}
+
+/// Opens the Parquet file at `path` as a lazy table named `name`.
+///
+/// Reads only the footer: the table's schema and chunk lengths are known at once, column
+/// data is read by [`Table::columns`] on first use (see [`ParquetSource`]).
+///
+/// **Types.** Each top-level file column becomes one table column, in file order, named as
+/// in the file, nullable as in the file (but NOT NULL when `target` says so, checked when
+/// the column is read):
+///
+/// | file (Arrow type from the Parquet reader) | table type |
+/// |---|---|
+/// | Int8..Int64, UInt8..UInt64, Float32/64, Date32, Utf8, Binary | same |
+/// | LargeUtf8, Utf8View | Utf8 |
+/// | LargeBinary, BinaryView, FixedSizeBinary | Binary (no UTF-8 check: no byte is lost) |
+/// | Timestamp(any unit, any time zone) | Timestamp(Second, None), floored to seconds (UTC) |
+/// | Date64 | Date32, floored to days |
+/// | Dictionary(_, V) | as V, unpacked |
+///
+/// **Target.** With `target` (columns by name, exact then ASCII case-insensitive match, like
+/// the hits schema of ClickBench's `create.sql`), each file column it names is converted to
+/// the target type: integer to integer with a range check; integer to Float32/64;
+/// Float32 to Float64; integer to Timestamp(Second) as seconds since 1970-01-01 UTC (how the
+/// official `hits.parquet` stores `EventTime`); integer to Date32 as days since 1970-01-01
+/// (`EventDate` there is UInt16 days). Binary stays Binary when the target says Utf8 (the
+/// partitioned `hits_N.parquet` store strings as bare BINARY, not always valid UTF-8), so the
+/// table type is then Binary. File columns the target does not name keep their own mapping.
+///
+/// # Errors
+/// * [`Error::Io`] if the file cannot be opened (missing, no permission).
+/// * [`Error::Corrupt`] if it is not a Parquet file or its footer is bad, if `target` names
+///   a column the file lacks (`"missing column X"`) or a type the file column cannot be
+///   converted to.
+/// * [`Error::NotImplemented`] naming the column and type for a file type without mapping
+///   (nested, Boolean, Decimal, Time...).
+/// * [`Error::InvalidArgument`] if `target` has a type Tessera does not execute on.
+pub fn open_parquet(name: &str, path: &Path, target: Option<SchemaRef>) -> Result<Table> {
+    let source = ParquetSource::open(path, target.as_deref())?;
+    let schema = Arc::clone(source.schema());
+    let chunk_lens = source.chunk_lens().to_vec();
+    Table::lazy(name, schema, chunk_lens, Some(Arc::new(source)))
+}
+
+/// A Parquet file as a [`ColumnSource`]: the footer parsed at open, columns decoded on
+/// demand. Built by [`ParquetSource::open`]; [`open_parquet`] wraps it in a [`Table`].
+///
+/// The file stays open; a file replaced on disk after open is still read from the old
+/// inode (Unix), one truncated after open gives [`Error::Corrupt`] or [`Error::Io`].
+pub struct ParquetSource {
+    path: PathBuf,
+    file: File,
+    file_len: u64,
+    metadata: ArrowReaderMetadata,
+    schema: SchemaRef,
+    /// Rows of each chunk of each row group.
+    row_group_chunks: Vec<Vec<usize>>,
+    /// `row_group_chunks` flattened: the table's chunk lengths.
+    chunk_lens: Vec<usize>,
+    granularity: LoadGranularity,
+}
+
+impl fmt::Debug for ParquetSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ParquetSource")
+            .field("path", &self.path)
+            .field("file_len", &self.file_len)
+            .field("columns", &self.schema.fields().len())
+            .field("row_groups", &self.row_group_chunks.len())
+            .field("chunks", &self.chunk_lens.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ParquetSource {
+    /// Opens `path` and parses its footer; `target` as in [`open_parquet`].
+    ///
+    /// # Errors
+    /// As [`open_parquet`].
+    pub fn open(path: &Path, target: Option<&Schema>) -> Result<Self> {
+        let io = |source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let file = File::open(path).map_err(io)?;
+        let file_len = file.metadata().map_err(io)?.len();
+        let metadata = guard(
+            path,
+            || "footer".to_string(),
+            || {
+                ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
+                    .map_err(|e| corrupt(path, format!("footer: {e}")))
+            },
+        )?;
+
+        let file_schema = metadata.schema();
+        if let Some(target) = target {
+            check_target(path, file_schema, target)?;
+        }
+        let mut fields = Vec::with_capacity(file_schema.fields().len());
+        for f in file_schema.fields() {
+            let native = convert::native_type(f.data_type()).ok_or_else(|| {
+                Error::not_implemented(format!(
+                    "Parquet column {} of type {} in {}",
+                    f.name(),
+                    f.data_type(),
+                    path.display()
+                ))
+            })?;
+            let mut nullable = f.is_nullable();
+            let mut table_type = native.clone();
+            if let Some(t) = target.and_then(|t| find_field(t, f.name())) {
+                table_type = convert::target_type(&native, t.data_type()).ok_or_else(|| {
+                    corrupt(
+                        path,
+                        format!(
+                            "column {} of type {} cannot be converted to target type {}",
+                            f.name(),
+                            f.data_type(),
+                            t.data_type()
+                        ),
+                    )
+                })?;
+                nullable &= t.is_nullable();
+            }
+            fields.push(Field::new(f.name(), table_type, nullable));
+        }
+        let parquet_meta = metadata.metadata();
+        let descr = parquet_meta.file_metadata().schema_descr();
+        if descr.num_columns() != fields.len() {
+            return Err(Error::internal(format!(
+                "{}: {} leaf columns for {} flat top-level fields",
+                path.display(),
+                descr.num_columns(),
+                fields.len()
+            )));
+        }
+
+        let mut row_group_chunks = Vec::with_capacity(parquet_meta.num_row_groups());
+        for (g, rg) in parquet_meta.row_groups().iter().enumerate() {
+            let rows = usize::try_from(rg.num_rows())
+                .map_err(|_| corrupt(path, format!("row group {g}: {} rows", rg.num_rows())))?;
+            if rg.num_columns() != fields.len() {
+                return Err(corrupt(
+                    path,
+                    format!(
+                        "row group {g}: {} columns, schema has {}",
+                        rg.num_columns(),
+                        fields.len()
+                    ),
+                ));
+            }
+            for (c, field) in fields.iter().enumerate() {
+                column_chunk_range(path, file_len, g, field.name(), rg.column(c))?;
+            }
+            row_group_chunks.push(split_rows(rows));
+        }
+        let chunk_lens = row_group_chunks.iter().flatten().copied().collect();
+        Ok(ParquetSource {
+            path: path.to_path_buf(),
+            file,
+            file_len,
+            metadata,
+            schema: Arc::new(Schema::new(fields)),
+            row_group_chunks,
+            chunk_lens,
+            granularity: LoadGranularity::PerColumnChunk,
+        })
+    }
+
+    /// The table schema: file columns in file order with their Tessera types.
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    /// Rows of each chunk (morsel), row group by row group (see the module docs).
+    pub fn chunk_lens(&self) -> &[usize] {
+        &self.chunk_lens
+    }
+
+    /// The file read.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Forces a task granularity (tests and benchmarks).
+    #[cfg(test)]
+    pub(crate) fn with_granularity(mut self, granularity: LoadGranularity) -> Self {
+        self.granularity = granularity;
+        self
+    }
+
+    /// Decodes columns `cols` (ascending, distinct schema positions) of row group `g`:
+    /// `result[i][k]` is chunk `k` of the row group for column `cols[i]`.
+    fn read_row_group(&self, g: usize, cols: &[usize]) -> Result<Vec<Vec<ArrayRef>>> {
+        let path = &self.path;
+        let fields = self.schema.fields();
+        let what = || {
+            let names: Vec<&str> = cols.iter().map(|&c| fields[c].name().as_str()).collect();
+            format!("row group {g}, column {}", names.join(", "))
+        };
+        let rg = self.metadata.metadata().row_group(g);
+        let mut ranges = Vec::with_capacity(cols.len());
+        for &c in cols {
+            let (start, len) =
+                column_chunk_range(path, self.file_len, g, fields[c].name(), rg.column(c))?;
+            let mut buf = vec![0; len];
+            read_exact_at(&self.file, &mut buf, start).map_err(|source| {
+                if source.kind() == std::io::ErrorKind::UnexpectedEof {
+                    corrupt(
+                        path,
+                        format!("{}: file ends inside a column chunk (truncated?)", what()),
+                    )
+                } else {
+                    Error::Io {
+                        path: path.clone(),
+                        source,
+                    }
+                }
+            })?;
+            ranges.push((start, Bytes::from(buf)));
+        }
+        let bytes = ColumnChunkBytes {
+            file_len: self.file_len,
+            ranges,
+        };
+        let expected = &self.row_group_chunks[g];
+
+        guard(path, what, || {
+            let mask = ProjectionMask::roots(self.metadata.parquet_schema(), cols.iter().copied());
+            let reader =
+                ParquetRecordBatchReaderBuilder::new_with_metadata(bytes, self.metadata.clone())
+                    .with_row_groups(vec![g])
+                    .with_projection(mask)
+                    .with_batch_size(CHUNK_ROWS)
+                    .build()
+                    .map_err(|e| corrupt(path, format!("{}: {e}", what())))?;
+            let mut out: Vec<Vec<ArrayRef>> = vec![Vec::with_capacity(expected.len()); cols.len()];
+            for (k, batch) in reader.enumerate() {
+                let batch = batch.map_err(|e| corrupt(path, format!("{}: {e}", what())))?;
+                if expected.get(k) != Some(&batch.num_rows()) || batch.num_columns() != cols.len() {
+                    return Err(corrupt(
+                        path,
+                        format!(
+                            "{}: batch {k} has {} rows, the footer gives chunks of {expected:?}",
+                            what(),
+                            batch.num_rows()
+                        ),
+                    ));
+                }
+                for (i, &c) in cols.iter().enumerate() {
+                    out[i].push(self.to_table_array(g, c, batch.column(i))?);
+                }
+            }
+            if out.first().map_or(0, Vec::len) != expected.len() {
+                return Err(corrupt(
+                    path,
+                    format!(
+                        "{}: {} batches decoded, the footer gives {} rows",
+                        what(),
+                        out[0].len(),
+                        expected.iter().sum::<usize>()
+                    ),
+                ));
+            }
+            Ok(out)
+        })
+    }
+
+    /// Converts one decoded batch column to column `c`'s table type, checking NOT NULL.
+    fn to_table_array(&self, g: usize, c: usize, array: &ArrayRef) -> Result<ArrayRef> {
+        let field = self.schema.field(c);
+        let converted = convert::convert(array, field.data_type()).map_err(|e| {
+            corrupt(
+                &self.path,
+                format!("row group {g}, column {}: {e}", field.name()),
+            )
+        })?;
+        if field.is_nullable() || converted.nulls().is_none() {
+            return Ok(converted);
+        }
+        if converted.null_count() > 0 {
+            return Err(corrupt(
+                &self.path,
+                format!(
+                    "row group {g}, column {}: {} NULLs in a column the target declares NOT NULL",
+                    field.name(),
+                    converted.null_count()
+                ),
+            ));
+        }
+        // All valid: drop the validity buffer so the array matches its NOT NULL field.
+        let data = converted.into_data().into_builder().nulls(None).build()?;
+        Ok(make_array(data))
+    }
+}
+
+impl ColumnSource for ParquetSource {
+    /// Reads the columns at `indices` for every row group, in parallel on the rayon pool.
+    ///
+    /// # Errors
+    /// [`Error::Io`] on a failed read, [`Error::Corrupt`] (naming file, row group and column)
+    /// on a bad page, a value out of the target type's range, or NULLs in a NOT NULL target
+    /// column; [`Error::Internal`] for an index out of range.
+    fn load_columns(&self, indices: &[usize]) -> Result<Vec<Vec<ArrayRef>>> {
+        let n = self.schema.fields().len();
+        if let Some(bad) = indices.iter().find(|&&i| i >= n) {
+            return Err(Error::internal(format!(
+                "column index {bad} out of range (0..{n})"
+            )));
+        }
+        let mut wanted = indices.to_vec();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let row_groups =
+            (0..self.row_group_chunks.len()).filter(|&g| !self.row_group_chunks[g].is_empty());
+        let tasks: Vec<(usize, Vec<usize>)> = match self.granularity {
+            LoadGranularity::PerColumnChunk => row_groups
+                .flat_map(|g| wanted.iter().map(move |&c| (g, vec![c])))
+                .collect(),
+            LoadGranularity::PerRowGroup => row_groups.map(|g| (g, wanted.clone())).collect(),
+        };
+        let decoded: Vec<Vec<Vec<ArrayRef>>> = tasks
+            .par_iter()
+            .map(|(g, cols)| self.read_row_group(*g, cols))
+            .collect::<Result<_>>()?;
+
+        let mut columns: Vec<Vec<ArrayRef>> =
+            vec![Vec::with_capacity(self.chunk_lens.len()); wanted.len()];
+        // Tasks are ordered by row group, so appending keeps chunk order.
+        for ((_, cols), chunks) in tasks.iter().zip(decoded) {
+            for (c, col_chunks) in cols.iter().zip(chunks) {
+                let pos = wanted
+                    .binary_search(c)
+                    .map_err(|_| Error::internal("task column not wanted"))?;
+                columns[pos].extend(col_chunks);
+            }
+        }
+        indices
+            .iter()
+            .map(|i| {
+                wanted
+                    .binary_search(i)
+                    .map(|pos| columns[pos].clone())
+                    .map_err(|_| Error::internal("requested column not decoded"))
+            })
+            .collect()
+    }
+}
+
+/// Chunk lengths of a row group of `rows` rows: full [`CHUNK_ROWS`] chunks, then the rest.
+fn split_rows(rows: usize) -> Vec<usize> {
+    let mut lens = vec![CHUNK_ROWS; rows / CHUNK_ROWS];
+    if !rows.is_multiple_of(CHUNK_ROWS) {
+        lens.push(rows % CHUNK_ROWS);
+    }
+    lens
+}
+
+/// `(start, length)` in bytes of a column chunk, checked against the file length (the
+/// parquet crate's `byte_range` panics on negative values).
+fn column_chunk_range(
+    path: &Path,
+    file_len: u64,
+    g: usize,
+    column: &str,
+    meta: &ColumnChunkMetaData,
+) -> Result<(u64, usize)> {
+    let start = meta
+        .dictionary_page_offset()
+        .unwrap_or_else(|| meta.data_page_offset());
+    let len = meta.compressed_size();
+    match (u64::try_from(start), u64::try_from(len)) {
+        (Ok(s), Ok(l)) if s.checked_add(l).is_some_and(|end| end <= file_len) => {
+            let l =
+                usize::try_from(l).map_err(|_| corrupt(path, "column chunk larger than memory"))?;
+            Ok((s, l))
+        }
+        _ => Err(corrupt(
+            path,
+            format!(
+                "row group {g}, column {column}: column chunk at byte {start}, {len} bytes, \
+                 outside the file of {file_len} bytes"
+            ),
+        )),
+    }
+}
+
+/// Checks that every column of `target` exists in the file and has a supported type.
+fn check_target(path: &Path, file_schema: &Schema, target: &Schema) -> Result<()> {
+    for t in target.fields() {
+        if !is_supported_type(t.data_type()) {
+            return Err(Error::InvalidArgument(format!(
+                "target column {} has type {}, which Tessera does not execute on",
+                t.name(),
+                t.data_type()
+            )));
+        }
+        if find_field(file_schema, t.name()).is_none() {
+            return Err(corrupt(path, format!("missing column {}", t.name())));
+        }
+    }
+    Ok(())
+}
+
+/// The field named `name`: exact match first, then ASCII case-insensitive.
+fn find_field<'a>(schema: &'a Schema, name: &str) -> Option<&'a Field> {
+    let fields = schema.fields();
+    fields
+        .iter()
+        .find(|f| f.name() == name)
+        .or_else(|| fields.iter().find(|f| f.name().eq_ignore_ascii_case(name)))
+        .map(|f| f.as_ref())
+}
+
+fn corrupt(path: &Path, detail: impl Into<String>) -> Error {
+    Error::Corrupt {
+        path: path.to_path_buf(),
+        detail: detail.into(),
+    }
+}
+
+/// Runs `f`, turning a panic inside the parquet decoder (a corrupt file may still trigger
+/// one) into [`Error::Corrupt`] naming `what()`.
+fn guard<T>(path: &Path, what: impl Fn() -> String, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        let msg = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("decoder panic");
+        Err(corrupt(path, format!("{}: {msg}", what())))
+    })
+}
+
+/// Reads exactly `buf.len()` bytes at `offset` without moving a shared file cursor.
+fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+    }
+    #[cfg(windows)]
+    {
+        let (mut buf, mut offset) = (buf, offset);
+        while !buf.is_empty() {
+            match std::os::windows::fs::FileExt::seek_read(file, buf, offset) {
+                Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+                Ok(n) => {
+                    buf = &mut buf[n..];
+                    offset += n as u64;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The column chunks one task reads, already in memory, served to the parquet decoder at
+/// their file offsets (zero-copy slices). A read outside them (corrupt page sizes) fails.
+struct ColumnChunkBytes {
+    file_len: u64,
+    /// `(file offset, bytes)` of each column chunk.
+    ranges: Vec<(u64, Bytes)>,
+}
+
+impl ColumnChunkBytes {
+    /// `len` bytes at file offset `start`, or all bytes to the end of its column chunk.
+    fn slice(&self, start: u64, len: Option<usize>) -> parquet::errors::Result<Bytes> {
+        for (s, b) in &self.ranges {
+            let Some(off) = start.checked_sub(*s) else {
+                continue;
+            };
+            let Ok(off) = usize::try_from(off) else {
+                continue;
+            };
+            // Column chunks may be adjacent: an open-ended read starting at the end of one
+            // belongs to the next.
+            let fits = match len {
+                None => off < b.len(),
+                Some(n) => off.checked_add(n).is_some_and(|end| end <= b.len()),
+            };
+            if fits {
+                return Ok(b.slice(off..len.map_or(b.len(), |n| off + n)));
+            }
+        }
+        Err(ParquetError::EOF(format!(
+            "read of {} bytes at offset {start} is outside the column chunk",
+            len.map_or_else(|| "all".to_string(), |n| n.to_string())
+        )))
+    }
+}
+
+impl Length for ColumnChunkBytes {
+    fn len(&self) -> u64 {
+        self.file_len
+    }
+}
+
+impl ChunkReader for ColumnChunkBytes {
+    type T = bytes::buf::Reader<Bytes>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        Ok(self.slice(start, None)?.reader())
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        self.slice(start, Some(length))
+    }
+}
+
+#[cfg(test)]
+mod tests;
