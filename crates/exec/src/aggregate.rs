@@ -26,7 +26,7 @@ use tessera_common::{ColumnChunks, Error, Result, Settings};
 use crate::Profile;
 use crate::accum::{Accumulator, OrdVal};
 use crate::filter::{evaluate, selection};
-use crate::hashtable::{GroupTable, PARTITIONS};
+use crate::hashtable::{GroupTable, PARTITIONS, partition_of};
 use crate::keys::{GroupKey, KeyReader, Layout, choose_layout, key_array};
 use crate::plan::{AggOutput, AggregatePlan, OrderLimit, SortKey};
 use crate::pool::run_morsels;
@@ -44,6 +44,18 @@ struct Ctx<'a> {
 impl Ctx<'_> {
     fn morsel_cols(&self, m: usize) -> Vec<Option<ArrayRef>> {
         self.cols.iter().map(|c| c.as_ref().map(|c| c[m].clone())).collect()
+    }
+
+    /// The input column chunk of each aggregate for morsel `m` (`None` for COUNT(*)).
+    fn agg_inputs(&self, m: usize) -> Result<Vec<Option<&ArrayRef>>> {
+        self.plan
+            .aggs
+            .iter()
+            .map(|a| match a.input {
+                Some(c) => Ok(Some(&self.cols[c].as_ref().ok_or_else(|| Error::internal("agg input not loaded"))?[m])),
+                None => Ok(None),
+            })
+            .collect()
     }
 
     fn new_accs(&self) -> Result<Vec<Accumulator>> {
@@ -100,12 +112,38 @@ pub(crate) fn execute(
     Ok((batch, profile))
 }
 
+/// A worker's partial aggregate: one table, or one table per radix partition once it
+/// holds more than `group_by_two_level_threshold` groups.
+enum Partial<K> {
+    Single(GroupTable<K>),
+    Two(Vec<GroupTable<K>>),
+}
+
+impl<K: GroupKey> Partial<K> {
+    fn len(&self) -> usize {
+        match self {
+            Partial::Single(t) => t.len(),
+            Partial::Two(parts) => parts.iter().map(|t| t.len()).sum(),
+        }
+    }
+
+    fn into_two_level(self, new_accs: &impl Fn() -> Vec<Accumulator>) -> Vec<GroupTable<K>> {
+        match self {
+            Partial::Single(t) => t.split(new_accs),
+            Partial::Two(parts) => parts,
+        }
+    }
+}
+
 struct Worker<K> {
-    table: GroupTable<K>,
+    table: Partial<K>,
     keys: Vec<K>,
     hashes: Vec<u64>,
     gids: Vec<u32>,
-    rows: usize,
+    /// Positions (within the selected rows of a morsel) per radix partition.
+    buckets: Vec<Vec<u32>>,
+    rows: Vec<u32>,
+    rows_in: usize,
 }
 
 fn run<K, E, D>(ctx: &Ctx<'_>, extract: E, decode: D) -> Result<(RecordBatch, Profile)>
@@ -117,8 +155,8 @@ where
     let plan = ctx.plan;
     let threshold = ctx.settings.group_by_two_level_threshold;
     let chunk_lens = plan.table.chunk_lens();
-    let template = ctx.new_accs()?; // validates the aggregate types once
-    drop(template);
+    ctx.new_accs()?; // validates the aggregate types once
+    let new_accs = || ctx.new_accs().expect("validated above");
 
     // Phase 1: partial aggregation per worker.
     let partials = run_morsels(
@@ -126,11 +164,20 @@ where
         ctx.settings.max_threads,
         chunk_lens.len(),
         || {
-            let mut table = GroupTable::new(ctx.new_accs().expect("validated above"), 0);
-            if threshold == 0 {
-                table.convert_to_two_level();
+            let table = if threshold == 0 {
+                Partial::Two((0..PARTITIONS).map(|_| GroupTable::new(new_accs(), 0)).collect())
+            } else {
+                Partial::Single(GroupTable::new(new_accs(), 0))
+            };
+            Worker {
+                table,
+                keys: Vec::new(),
+                hashes: Vec::new(),
+                gids: Vec::new(),
+                buckets: vec![Vec::new(); PARTITIONS],
+                rows: Vec::new(),
+                rows_in: 0,
             }
-            Worker { table, keys: Vec::new(), hashes: Vec::new(), gids: Vec::new(), rows: 0 }
         },
         |w: &mut Worker<K>, m| {
             let len = chunk_lens[m];
@@ -138,60 +185,109 @@ where
                 Some(f) => selection(&evaluate(f, &ctx.morsel_cols(m), len)?),
                 None => None,
             };
-            let n = sel.as_ref().map_or(len, |s| s.len());
+            let sel = sel.as_deref();
+            let n = sel.map_or(len, |s| s.len());
             if n == 0 {
                 return Ok(());
             }
-            w.rows += n;
-            extract(m, sel.as_deref(), n, &mut w.keys);
+            w.rows_in += n;
+            extract(m, sel, n, &mut w.keys);
             w.hashes.clear();
             w.hashes.extend(w.keys.iter().map(|k| k.hash64()));
-            w.gids.clear();
-            for (k, &h) in w.keys.iter().zip(&w.hashes) {
-                w.gids.push(w.table.find_or_insert(k, h));
+            let inputs = ctx.agg_inputs(m)?;
+            match &mut w.table {
+                Partial::Single(t) => {
+                    w.gids.clear();
+                    for (k, &h) in w.keys.iter().zip(&w.hashes) {
+                        w.gids.push(t.find_or_insert(k, h));
+                    }
+                    t.sync_accs();
+                    for (acc, input) in t.accs.iter_mut().zip(&inputs) {
+                        acc.update(&w.gids, *input, sel)?;
+                    }
+                    if t.len() > threshold {
+                        let old = std::mem::replace(&mut w.table, Partial::Two(Vec::new()));
+                        w.table = Partial::Two(old.into_two_level(&new_accs));
+                    }
+                }
+                Partial::Two(parts) => {
+                    // Radix-partition the morsel's rows, then aggregate each partition's rows
+                    // into that partition's (cache-sized) table.
+                    for b in &mut w.buckets {
+                        b.clear();
+                    }
+                    for (i, &h) in w.hashes.iter().enumerate() {
+                        w.buckets[partition_of(h)].push(i as u32);
+                    }
+                    for (t, bucket) in parts.iter_mut().zip(&w.buckets) {
+                        if bucket.is_empty() {
+                            continue;
+                        }
+                        w.gids.clear();
+                        w.rows.clear();
+                        for &i in bucket {
+                            let i = i as usize;
+                            w.gids.push(t.find_or_insert(&w.keys[i], w.hashes[i]));
+                            w.rows.push(sel.map_or(i as u32, |s| s[i]));
+                        }
+                        t.sync_accs();
+                        for (acc, input) in t.accs.iter_mut().zip(&inputs) {
+                            acc.update(&w.gids, *input, Some(&w.rows))?;
+                        }
+                    }
+                }
             }
             if w.table.len() >= u32::MAX as usize / 2 {
                 return Err(Error::ResourcesExhausted("more than 2^31 groups in one thread".into()));
             }
-            if !w.table.is_two_level() && w.table.len() > threshold {
-                w.table.convert_to_two_level();
-            }
-            w.table.sync_accs();
-            for (a, agg) in ctx.plan.aggs.iter().enumerate() {
-                let input = match agg.input {
-                    Some(c) => Some(&ctx.cols[c].as_ref().ok_or_else(|| Error::internal("agg input not loaded"))?[m]),
-                    None => None,
-                };
-                w.table.accs[a].update(&w.gids, input, sel.as_deref())?;
-            }
             Ok(())
         },
     )?;
-    let rows_in: usize = partials.iter().map(|w| w.rows).sum();
-    let mut tables: Vec<GroupTable<K>> = partials.into_iter().map(|w| w.table).filter(|t| t.len() > 0).collect();
+    let rows_in: usize = partials.iter().map(|w| w.rows_in).sum();
+    let mut partials: Vec<Partial<K>> = partials.into_iter().map(|w| w.table).filter(|t| t.len() > 0).collect();
 
     // Phase 2: final aggregation.
-    let total: usize = tables.iter().map(|t| t.len()).sum();
-    let mut two_level = tables.iter().any(|t| t.is_two_level());
-    let mut finals: Vec<GroupTable<K>> = if tables.len() <= 1 {
-        tables
-    } else if !two_level && total <= threshold.max(1) {
+    let total: usize = partials.iter().map(|t| t.len()).sum();
+    let any_two = partials.iter().any(|t| matches!(t, Partial::Two(_)));
+    let two_level = any_two || (partials.len() > 1 && total > threshold.max(1));
+    let mut finals: Vec<GroupTable<K>> = if partials.len() <= 1 {
+        match partials.pop() {
+            None => vec![],
+            Some(Partial::Single(t)) => vec![t],
+            Some(Partial::Two(parts)) => parts,
+        }
+    } else if !two_level {
+        let mut tables: Vec<GroupTable<K>> = partials
+            .into_iter()
+            .map(|p| match p {
+                Partial::Single(t) => t,
+                Partial::Two(_) => unreachable!("no two-level partial here"),
+            })
+            .collect();
+        tables.sort_by_key(|t| std::cmp::Reverse(t.len()));
         let mut first = tables.remove(0);
         for t in &tables {
             first.merge_from(t);
         }
         vec![first]
     } else {
-        two_level = true;
         ctx.pool.install(|| {
-            tables.par_iter_mut().for_each(|t| t.convert_to_two_level());
-            (0..PARTITIONS)
+            let lists: Vec<Vec<GroupTable<K>>> = partials.into_par_iter().map(|p| p.into_two_level(&new_accs)).collect();
+            // Transpose workers x partitions into partitions x workers.
+            let mut by_part: Vec<Vec<GroupTable<K>>> = (0..PARTITIONS).map(|_| Vec::with_capacity(lists.len())).collect();
+            for list in lists {
+                for (p, t) in list.into_iter().enumerate() {
+                    by_part[p].push(t);
+                }
+            }
+            by_part
                 .into_par_iter()
-                .map(|p| {
-                    let n: usize = tables.iter().map(|t| t.partition_groups(p).len()).sum();
-                    let mut f = GroupTable::new(ctx.new_accs().expect("validated above"), n);
-                    for t in &tables {
-                        f.merge_groups(t, t.partition_groups(p));
+                .map(|mut ts| {
+                    // Merge into the largest partial: fewest inserts.
+                    let big = (0..ts.len()).max_by_key(|&i| ts[i].len()).expect("one table per worker");
+                    let mut f = ts.swap_remove(big);
+                    for t in &ts {
+                        f.merge_from(t);
                     }
                     f
                 })
