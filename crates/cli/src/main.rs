@@ -1,3 +1,183 @@
-fn main() {
-    println!("Hello, world!");
+//! `tessera`: generate the ClickBench hits table, run SQL on Parquet/TSV files, and
+//! benchmark queries the way ClickHouse benchmarks ClickHouse.
+
+mod bench;
+mod output;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use tessera_engine::{Database, Error, Result};
+
+// The CLI binary picks jemalloc; the library crates leave the allocator to their users.
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+fn long_version() -> &'static str {
+    let b = tessera_kernels::build_info();
+    Box::leak(
+        format!(
+            "{} (git {}, {} kernels, target {}, CPU SIMD: {})",
+            b.version,
+            b.git_hash,
+            b.simd_level,
+            b.target_arch,
+            tessera_kernels::cpu_simd_features().join(",")
+        )
+        .into_boxed_str(),
+    )
+}
+
+#[derive(Parser, Debug)]
+#[command(name = "tessera", version = long_version(), about = "Tessera: an embeddable columnar OLAP engine")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Generate a dataset.
+    Gen {
+        #[command(subcommand)]
+        what: GenWhat,
+    },
+    /// Run one SQL statement and print the answer.
+    Query {
+        /// Tables to load, as NAME=FILE (.parquet or .tsv); repeatable.
+        #[arg(long = "load", value_name = "NAME=FILE")]
+        load: Vec<String>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+        /// Worker threads (max_threads); default: vCPUs.
+        #[arg(long)]
+        threads: Option<usize>,
+        /// The SQL statement.
+        sql: String,
+    },
+    /// Benchmark ClickBench queries: 1 warm-up + N runs per query; mean, min, median.
+    Bench(bench::BenchArgs),
+}
+
+#[derive(Subcommand, Debug)]
+enum GenWhat {
+    /// The ClickBench `hits` table (105 columns), written as Parquet (ZSTD).
+    Hits {
+        /// Rows to generate.
+        #[arg(long, default_value_t = 1_000_000)]
+        rows: u64,
+        /// Seed: the same seed and rows give the same file.
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        /// Output file.
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+/// Output formats of `tessera query`.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub(crate) enum Format {
+    Table,
+    Csv,
+    Tsv,
+    Json,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(match e {
+                Error::Parse(_) | Error::Plan(_) | Error::UnknownTable(_) | Error::UnknownColumn { .. } => 3,
+                Error::NotImplemented(_) => 4,
+                _ => 1,
+            })
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.cmd {
+        Cmd::Gen { what: GenWhat::Hits { rows, seed, out } } => {
+            generate_hits(&out, rows, seed)?;
+            Ok(())
+        }
+        Cmd::Query { load, format, threads, sql } => {
+            let db = Database::new();
+            if let Some(t) = threads {
+                db.set("max_threads", &t.to_string())?;
+            }
+            for spec in &load {
+                let (name, path) = parse_load(spec)?;
+                load_table(&db, &name, &path)?;
+            }
+            let batches = db.sql(&sql)?;
+            output::print(&batches, format)
+        }
+        Cmd::Bench(args) => bench::run(args),
+    }
+}
+
+/// Splits `NAME=FILE`.
+pub(crate) fn parse_load(spec: &str) -> Result<(String, PathBuf)> {
+    match spec.split_once('=') {
+        Some((n, p)) if !n.is_empty() && !p.is_empty() => Ok((n.to_string(), PathBuf::from(p))),
+        _ => Err(Error::InvalidArgument(format!("--load expects NAME=FILE, got '{spec}'"))),
+    }
+}
+
+/// Registers `path` as table `name`: Parquet lazily (columns read on first use), TSV
+/// parsed now. A table named `hits` gets ClickBench's typed schema (the official
+/// `hits.parquet` stores EventTime as Int64 seconds and EventDate as UInt16 days).
+pub(crate) fn load_table(db: &Database, name: &str, path: &Path) -> Result<()> {
+    let is_hits = name.eq_ignore_ascii_case("hits");
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
+    match ext.as_str() {
+        "tsv" | "tab" => {
+            if !is_hits {
+                return Err(Error::InvalidArgument(
+                    "TSV files carry no schema: only the table 'hits' (ClickBench schema) loads from TSV".into(),
+                ));
+            }
+            let size = std::fs::metadata(path).map_err(|e| Error::Io { path: path.into(), source: e })?.len();
+            let bar = progress_bar(size, "bytes");
+            let t = tessera_io::read_tsv(name, path, tessera_datasets::hits::schema(), Some(&|n| bar.set_position(n)))?;
+            bar.finish_and_clear();
+            db.register_table(t);
+            Ok(())
+        }
+        _ if is_hits => db.register_parquet_with_schema(name, path, tessera_datasets::hits::schema()),
+        _ => db.register_parquet(name, path),
+    }
+}
+
+pub(crate) fn progress_bar(len: u64, unit: &str) -> ProgressBar {
+    let bar = ProgressBar::new(len);
+    let style = ProgressStyle::with_template(&format!("{{bar:40}} {{pos}}/{{len}} {unit} ({{eta}})"))
+        .unwrap_or_else(|_| ProgressStyle::default_bar());
+    bar.set_style(style);
+    bar
+}
+
+/// Generates the hits table into `out` with a progress bar; prints rows/s.
+pub(crate) fn generate_hits(out: &Path, rows: u64, seed: u64) -> Result<()> {
+    let bar = progress_bar(rows, "rows");
+    let start = Instant::now();
+    let opts = tessera_datasets::GenOptions::new(rows).with_seed(seed);
+    tessera_datasets::write_parquet(out, &opts, &|n| bar.set_position(n))?;
+    bar.finish_and_clear();
+    let secs = start.elapsed().as_secs_f64();
+    eprintln!(
+        "generated {rows} rows of hits into {} in {secs:.1} s ({:.2} M rows/s)",
+        out.display(),
+        rows as f64 / secs / 1e6
+    );
+    Ok(())
 }

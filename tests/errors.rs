@@ -1,0 +1,85 @@
+//! Bad input gets a typed error, never a panic: SQL, tables, columns, types, files,
+//! settings.
+
+use std::sync::Arc;
+
+use tessera::arrow::array::{Int32Array, RecordBatch, StringArray};
+use tessera::arrow::datatypes::{DataType, Field, Schema};
+use tessera::{Database, Error};
+
+fn db() -> Database {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("a", DataType::Int32, false),
+        Field::new("s", DataType::Utf8, false),
+    ]));
+    let b = RecordBatch::try_new(
+        schema.clone(),
+        vec![Arc::new(Int32Array::from(vec![1, 2, 2])), Arc::new(StringArray::from(vec!["x", "y", "y"]))],
+    )
+    .unwrap();
+    let db = Database::new();
+    db.register_batches("t", schema, &[b]).unwrap();
+    db
+}
+
+#[test]
+fn sql_errors_are_typed() {
+    let db = db();
+    assert!(matches!(db.sql("SELEC a FROM t"), Err(Error::Parse(_))));
+    assert!(matches!(db.sql(""), Err(Error::Parse(_))));
+    assert!(matches!(db.sql("SELECT a FROM nope"), Err(Error::UnknownTable(t)) if t == "nope"));
+    assert!(matches!(db.sql("SELECT zz FROM t"), Err(Error::UnknownColumn { column, .. }) if column == "zz"));
+    assert!(matches!(db.sql("SELECT a FROM t WHERE s = 3"), Err(Error::TypeMismatch(_))));
+    assert!(matches!(db.sql("SELECT a FROM t WHERE a = 'x'"), Err(Error::TypeMismatch(_))));
+    assert!(matches!(db.sql("SELECT a FROM t WHERE a = s"), Err(Error::TypeMismatch(_))));
+    assert!(matches!(db.sql("SELECT SUM(s) FROM t"), Err(Error::TypeMismatch(_))));
+    assert!(matches!(db.sql("SELECT a, COUNT(*) FROM t"), Err(Error::Plan(_))));
+    assert!(matches!(db.sql("SELECT a FROM t GROUP BY 5"), Err(Error::Plan(_))));
+    assert!(matches!(db.sql("SELECT a FROM t ORDER BY 3"), Err(Error::Plan(_))));
+    assert!(matches!(db.sql("SELECT a FROM t LIMIT -1"), Err(Error::Plan(_))));
+    assert!(matches!(db.sql("SELECT COUNT(DISTINCT a) FROM t"), Err(Error::NotImplemented(_))));
+    assert!(matches!(db.sql("SELECT a FROM t WHERE s LIKE '%x%'"), Err(Error::NotImplemented(_))));
+    assert!(matches!(db.sql("SELECT a FROM t, t AS u"), Err(Error::NotImplemented(_))));
+    assert!(matches!(db.sql("SELECT a + 1 FROM t"), Err(Error::NotImplemented(_))));
+    assert!(matches!(db.sql("DELETE FROM t"), Err(Error::NotImplemented(_))));
+    assert!(matches!(db.sql("SELECT 1; SELECT 2"), Err(Error::InvalidArgument(_))));
+    assert!(matches!(db.sql("SET max_threads = 'many'"), Err(Error::InvalidArgument(_))));
+    assert!(matches!(db.sql("SET no_such_setting = 1"), Err(Error::InvalidArgument(_))));
+    assert!(matches!(db.sql("SELECT a FROM t SETTINGS max_threads = 99999"), Err(Error::InvalidArgument(_))));
+    // The errors did not break the database.
+    assert_eq!(db.sql("SELECT COUNT(*) FROM t").unwrap()[0].num_rows(), 1);
+}
+
+#[test]
+fn settings_by_sql() {
+    let db = db();
+    db.sql("SET max_threads = 1").unwrap();
+    assert_eq!(db.settings().max_threads, 1);
+    let out = db.sql("SELECT a, COUNT(*) AS c FROM t GROUP BY a ORDER BY c DESC SETTINGS max_threads = 2").unwrap();
+    assert_eq!(out[0].num_rows(), 2);
+    assert_eq!(db.settings().max_threads, 1, "a query's SETTINGS do not leak");
+}
+
+#[test]
+fn file_errors_are_typed() {
+    let db = Database::new();
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.parquet");
+    assert!(matches!(db.register_parquet("h", &missing), Err(Error::Io { .. })));
+    let garbage = dir.path().join("garbage.parquet");
+    std::fs::write(&garbage, b"this is not parquet at all, not even close").unwrap();
+    assert!(matches!(db.register_parquet("h", &garbage), Err(Error::Corrupt { .. })));
+
+    // A valid file cut short: the error names the file.
+    let good = dir.path().join("good.parquet");
+    let opts = tessera::datasets::GenOptions::new(1000).with_seed(1);
+    tessera::datasets::write_parquet(&good, &opts, &|_| {}).unwrap();
+    let bytes = std::fs::read(&good).unwrap();
+    let cut = dir.path().join("cut.parquet");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    match db.register_parquet("h", &cut) {
+        Err(Error::Corrupt { path, .. }) => assert_eq!(path, cut),
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+    assert!(matches!(db.load("nope"), Err(Error::UnknownTable(_))));
+}

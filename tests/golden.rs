@@ -1,0 +1,130 @@
+//! Golden-file SQL tests: each `tests/golden/queries/NN_name.sql` holds one query whose
+//! answer on the generated hits table (300,000 rows, seed 7) DuckDB computed into
+//! `NN_name.jsonl` (`tests/golden/make_golden.py` regenerates them).
+//!
+//! The first line of a query file says how to compare: `-- compare: exact` (every row and
+//! column, in order) or `-- compare: column N` (only column N, in order: for queries whose
+//! ORDER BY ties let engines return different tied rows, e.g. ClickBench Q33 where every
+//! count is 1).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value as Json;
+use tessera::arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use tessera::arrow::datatypes::*;
+use tessera::{Database, Settings};
+
+const ROWS: u64 = 300_000;
+const SEED: u64 = 7;
+
+fn dataset() -> PathBuf {
+    // One file per test binary run, shared by the tests of this file.
+    static ONCE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    ONCE.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("golden");
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("hits-{ROWS}-seed{SEED}.parquet"));
+        let opts = tessera::datasets::GenOptions::new(ROWS).with_seed(SEED);
+        tessera::datasets::write_parquet(&path, &opts, &|_| {}).unwrap();
+        path
+    })
+    .clone()
+}
+
+fn cell(a: &ArrayRef, i: usize) -> Json {
+    if a.is_null(i) {
+        return Json::Null;
+    }
+    match a.data_type() {
+        DataType::Int8 => a.as_primitive::<Int8Type>().value(i).into(),
+        DataType::Int16 => a.as_primitive::<Int16Type>().value(i).into(),
+        DataType::Int32 => a.as_primitive::<Int32Type>().value(i).into(),
+        DataType::Int64 => a.as_primitive::<Int64Type>().value(i).into(),
+        DataType::UInt8 => a.as_primitive::<UInt8Type>().value(i).into(),
+        DataType::UInt64 => a.as_primitive::<UInt64Type>().value(i).into(),
+        DataType::Float64 => a.as_primitive::<Float64Type>().value(i).into(),
+        DataType::Utf8 => a.as_string::<i32>().value(i).into(),
+        DataType::Date32 => {
+            let d = a.as_primitive::<Date32Type>().value_as_date(i).unwrap();
+            d.format("%Y-%m-%d").to_string().into()
+        }
+        DataType::Timestamp(TimeUnit::Second, None) => {
+            let t = a.as_primitive::<TimestampSecondType>().value_as_datetime(i).unwrap();
+            t.format("%Y-%m-%d %H:%M:%S").to_string().into()
+        }
+        other => panic!("golden: unexpected type {other}"),
+    }
+}
+
+fn same(a: &Json, b: &Json) -> bool {
+    match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) if a.is_f64() || b.is_f64() => (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1.0),
+        _ => a == b,
+    }
+}
+
+fn rows(batches: &[RecordBatch]) -> Vec<Vec<Json>> {
+    let mut out = Vec::new();
+    for b in batches {
+        for r in 0..b.num_rows() {
+            out.push(b.columns().iter().map(|c| cell(c, r)).collect());
+        }
+    }
+    out
+}
+
+fn run_all(settings: &Settings) {
+    let db = Database::with_settings(settings.clone());
+    db.register_parquet_with_schema("hits", &dataset(), tessera::datasets::hits::schema()).unwrap();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/queries");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "sql"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 20, "golden queries missing");
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let mode = text.lines().next().unwrap().trim_start_matches("-- compare:").trim().to_string();
+        let sql: String = text.lines().filter(|l| !l.starts_with("--")).collect::<Vec<_>>().join("\n");
+        let want: Vec<Vec<Json>> = std::fs::read_to_string(f.with_extension("jsonl"))
+            .unwrap_or_else(|e| panic!("{}: no golden answer ({e}); run tests/golden/make_golden.py", f.display()))
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let got = rows(&db.sql(&sql).unwrap_or_else(|e| panic!("{}: {e}", f.display())));
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        assert_eq!(got.len(), want.len(), "{name}: row count (settings {settings:?})");
+        let cols: Option<usize> = mode.strip_prefix("column ").map(|n| n.trim().parse::<usize>().unwrap() - 1);
+        for (r, (g, w)) in got.iter().zip(&want).enumerate() {
+            match cols {
+                Some(c) => assert!(same(&g[c], &w[c]), "{name}: row {r} column {}: got {} want {}", c + 1, g[c], w[c]),
+                None => {
+                    assert_eq!(g.len(), w.len(), "{name}: columns");
+                    for (c, (x, y)) in g.iter().zip(w).enumerate() {
+                        assert!(same(x, y), "{name}: row {r} column {}: got {x} want {y}\n got {g:?}\nwant {w:?}", c + 1);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn golden_answers_default_settings() {
+    run_all(&Settings::default());
+}
+
+#[test]
+fn golden_answers_one_thread_and_forced_paths() {
+    let mut s = Settings::default();
+    s.max_threads = 1;
+    run_all(&s);
+    s.max_threads = 3;
+    s.group_by_two_level_threshold = 0;
+    run_all(&s);
+    s.group_by_force_serialized = true;
+    s.max_threads = 2;
+    run_all(&s);
+}

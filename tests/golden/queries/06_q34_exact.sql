@@ -1,0 +1,2 @@
+-- compare: exact
+SELECT URL, COUNT(*) AS c FROM hits GROUP BY URL ORDER BY c DESC, URL LIMIT 10;

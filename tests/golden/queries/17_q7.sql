@@ -1,0 +1,2 @@
+-- compare: exact
+SELECT MIN(EventDate), MAX(EventDate) FROM hits;
