@@ -255,15 +255,6 @@ pub(crate) struct Pool {
     seed: u64,
 }
 
-impl std::fmt::Debug for Render {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Render")
-            .field("style", &self.style)
-            .field("width", &self.width)
-            .finish()
-    }
-}
-
 /// What [`Pool::solve`] needs besides the targets.
 pub(crate) struct PoolInput {
     /// Expected distinct values, '' included when `empty > 0` (absolute count).
@@ -285,7 +276,7 @@ pub(crate) struct PoolInput {
     pub(crate) common_draws: f64,
     /// Largest rare id + 1 (sizes the digit words).
     pub(crate) rare_ids: u64,
-    /// Text style and hot values (rank order).
+    /// Look of the pool values.
     pub(crate) style: Style,
     /// Head value of rank k.
     pub(crate) head_value: fn(usize) -> String,
@@ -380,7 +371,7 @@ impl Pool {
             render: Render {
                 style: input.style,
                 width,
-                key: hash(seed, input.salt, 0x4B45_59),
+                key: hash(seed, input.salt, 0x004B_4559),
                 // Only rare values (one draw each) carry the word: the row count of Q21 then
                 // has the small variance of a binomial over rows.
                 google_one_in: one_in(r, input.google_share),
@@ -500,7 +491,8 @@ impl Users {
         let s_light = lam_l * m_light / n;
         let s_heavy = 1.0 - bot_share - s_light;
         let d_heavy = (USERS_PER_ROW * n - d_light - d_bots).max(1.0);
-        let lam_h = inverse_phi(d_heavy / (s_heavy * n));
+        // Tiny tables (a few rows) leave the model's range: keep every rate finite.
+        let lam_h = inverse_phi(d_heavy / (s_heavy * n)).max(1e-3);
         let m_heavy = s_heavy * n / lam_h;
         let p_h = ((NONEMPTY_PHRASE_SHARE - s_light) / s_heavy).clamp(0.0, 1.0);
         let e_light =
@@ -530,8 +522,8 @@ impl Users {
             bot_share,
             bots: Cdf::new(&p),
             light_end: bot_share + s_light,
-            light_count: (m_light.round() as u64).max(1),
-            heavy_count: (m_heavy.round() as u64).max(1),
+            light_count: (m_light.round() as u64).clamp(1, n as u64 + 1),
+            heavy_count: (m_heavy.round() as u64).clamp(1, n as u64 + 1),
             heavy_phrase: p_h,
             heavy_repeat: rho_h,
             phrase_keys: (e_light + e_heavy(rho_h)).max(1.0),

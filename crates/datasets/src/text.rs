@@ -132,6 +132,7 @@ pub(crate) enum Style {
 }
 
 /// Shared parameters of one rendered value.
+#[derive(Debug)]
 pub(crate) struct Render {
     /// The look of the value.
     pub(crate) style: Style,
@@ -161,7 +162,7 @@ impl Render {
         let start = out.len();
         let digits = crate::rng::permute(g, self.key, self.width * WORD_BITS);
         let digit = |i: u32| ((digits >> (i * WORD_BITS)) as usize) & (WORDS - 1);
-        let mut pad = rehash(h, 0x5EED_0F_0AD5);
+        let mut pad = rehash(h, 0x005E_ED0F_0AD5);
         match self.style {
             Style::Url => {
                 out.extend_from_slice(b"http://");
@@ -250,7 +251,7 @@ pub(crate) fn head_referer(k: usize) -> String {
 pub(crate) fn head_title(k: usize) -> String {
     let voc = &*VOCABULARY;
     let mut s = voc.cyrillic[k % WORDS].clone();
-    if k % 3 != 0 {
+    if !k.is_multiple_of(3) {
         s.push(' ');
         s.push_str(&voc.cyrillic[(k * 389 + 1) % WORDS]);
     }

@@ -129,7 +129,8 @@ struct Stat {
     name: &'static str,
     target: f64,
     measured: f64,
-    tolerance: f64,
+    /// `None`: printed, not asserted (a documented deviation).
+    tolerance: Option<f64>,
     absolute: bool,
 }
 
@@ -138,7 +139,7 @@ fn rel(name: &'static str, target: f64, measured: f64, tolerance: f64) -> Stat {
         name,
         target,
         measured,
-        tolerance,
+        tolerance: Some(tolerance),
         absolute: false,
     }
 }
@@ -148,8 +149,18 @@ fn abs(name: &'static str, target: f64, measured: f64, tolerance: f64) -> Stat {
         name,
         target,
         measured,
-        tolerance,
+        tolerance: Some(tolerance),
         absolute: true,
+    }
+}
+
+fn info(name: &'static str, target: f64, measured: f64) -> Stat {
+    Stat {
+        name,
+        target,
+        measured,
+        tolerance: None,
+        absolute: false,
     }
 }
 
@@ -303,17 +314,29 @@ fn hits_statistics_match_the_real_table() {
         ou_bd,
         0.15,
     ));
-    // Not reachable together with the distinct count and bytes per row (see the README):
-    // only bounded from below by the solved value.
-    stats.push(abs(
-        "SearchPhrase bytes / distinct (target 65.2 unreachable, >= 35)",
-        45.0,
+    // Not reachable together with the distinct count and the bytes per row (see the README):
+    // printed against the published value, asserted against what the model solves for.
+    stats.push(info(
+        "SearchPhrase bytes / distinct (deviation, see README)",
+        65.2,
         ph_bd,
-        10.0,
     ));
-    let _ = ou_d;
+    stats.push(rel(
+        "SearchPhrase bytes / distinct, as solved by the model",
+        37.0,
+        ph_bd,
+        0.10,
+    ));
+    // Not published: the model assumes 0.08 per row.
+    stats.push(rel(
+        "distinct OriginalURL / row (assumed)",
+        0.08,
+        ou_d,
+        0.05,
+    ));
 
-    // Skew.
+    // Skew. Counts at 1M rows: the 10th user ~49 rows, the top phrase ~70, Q21 ~159, so
+    // Poisson noise alone is 8-14% of these; they pass at ±15% with the fixed seed.
     let url_top = top_shares(d.url.iter(), n, 10);
     stats.push(rel("URL top-1 share", 0.0329, url_top[0], 0.10));
     stats.push(rel("URL top-10 share", 0.0863, url_top.iter().sum(), 0.10));
@@ -324,19 +347,19 @@ fn hits_statistics_match_the_real_table() {
         user_top[0],
         0.15,
     ));
-    stats.push(rel("UserID 10th share", 4_906.0 / FULL, user_top[9], 0.25));
+    stats.push(rel("UserID 10th share", 4_906.0 / FULL, user_top[9], 0.15));
     let phrase_top = top_shares(ne.iter().map(|&i| &d.phrase[i]), n, 10);
     stats.push(rel(
         "SearchPhrase top-1 share (non-empty)",
         70_263.0 / FULL,
         phrase_top[0],
-        0.20,
+        0.15,
     ));
     stats.push(rel(
         "SearchPhrase 10th share (non-empty)",
         12_317.0 / FULL,
         phrase_top[9],
-        0.25,
+        0.15,
     ));
     let ip_top = top_shares(d.ip.iter(), n, 1);
     stats.push(rel(
@@ -379,11 +402,12 @@ fn hits_statistics_match_the_real_table() {
         0.0,
     ));
     let e23 = ne.iter().filter(|&&i| matches!(d.engine[i], 2 | 3)).count() as f64 / ne.len() as f64;
+    // "Mostly": the generator gives 99% (assumed, not published).
     stats.push(abs(
         "SearchEngineID in (2, 3) among phrase rows",
-        0.95,
+        0.99,
         e23,
-        0.04,
+        0.005,
     ));
     let c62 = (0..d.url.len())
         .filter(|&i| d.counter[i] == 62 && !d.url[i].is_empty())
@@ -412,7 +436,7 @@ fn hits_statistics_match_the_real_table() {
         "URL LIKE '%google%' share (Q21)",
         15_911.0 / FULL,
         google,
-        0.35,
+        0.15,
     ));
 
     // Ranges and means.
@@ -468,15 +492,13 @@ fn hits_statistics_match_the_real_table() {
     println!("|---|---|---|---|");
     let mut failed = Vec::new();
     for s in &stats {
-        let ok = if s.absolute {
-            (s.measured - s.target).abs() <= s.tolerance
-        } else {
-            (s.measured / s.target - 1.0).abs() <= s.tolerance
-        };
-        let tol = if s.absolute {
-            format!("±{}", s.tolerance)
-        } else {
-            format!("±{}%", s.tolerance * 100.0)
+        let (ok, tol) = match s.tolerance {
+            None => (true, "not asserted".to_string()),
+            Some(t) if s.absolute => ((s.measured - s.target).abs() <= t, format!("±{t}")),
+            Some(t) => (
+                (s.measured / s.target - 1.0).abs() <= t,
+                format!("±{:.1}%", t * 100.0),
+            ),
         };
         println!(
             "| {} | {} | {} | {}{} |",

@@ -92,7 +92,7 @@ fn region(m: &Model, c: &Core) -> i32 {
 }
 
 fn adv_engine(m: &Model, c: &Core) -> i16 {
-    let r = rehash(c.h, 0x4144_56);
+    let r = rehash(c.h, 0x0041_4456);
     if unit(r) < model::ADV_NONZERO_SHARE {
         model::ADV_ENGINES[m.adv_engines.sample(unit(rehash(r, 1)))].0
     } else {
@@ -101,12 +101,12 @@ fn adv_engine(m: &Model, c: &Core) -> i16 {
 }
 
 fn resolution(m: &Model, c: &Core) -> (i16, i16) {
-    let r = model::RESOLUTIONS[m.resolutions.sample(unit(rehash(c.user_h, 0x5245_53)))];
+    let r = model::RESOLUTIONS[m.resolutions.sample(unit(rehash(c.user_h, 0x0052_4553)))];
     (r.0, r.1)
 }
 
 fn is_mobile(c: &Core) -> bool {
-    unit(rehash(c.user_h, 0x4D4F_42)) < 0.06
+    unit(rehash(c.user_h, 0x004D_4F42)) < 0.06
 }
 
 fn url_pick(m: &Model, c: &Core) -> Pick {

@@ -112,8 +112,9 @@ impl GenOptions {
 ///
 /// Deterministic and pure: the same arguments give the same batch, and row `i` is the same
 /// whichever batch holds it. Rows at or beyond `opts.rows` are still generated, from the
-/// pools of an `opts.rows`-row table. The schema is [`crate::hits::schema`]. This builds the
-/// model on every call (well under a millisecond); use [`HitsGenerator`] to reuse it.
+/// pools of an `opts.rows`-row table (their unique values may then repeat other rows'). The
+/// schema is [`crate::hits::schema`]. This solves the model on every call (about a
+/// millisecond); use [`HitsGenerator`] to reuse it.
 ///
 /// # Panics
 /// If `len` is above [`MAX_BATCH_ROWS`] (see [`try_generate_batch`]).
@@ -458,7 +459,7 @@ impl Model {
             let t = (start + below(rehash(h, 2), length)) % model::PERIOD as u64;
             model::T0 + t as i64
         };
-        let fresh = self.fresh_keys + i;
+        let fresh = self.fresh_keys.wrapping_add(i);
         let (time, phrase_key) = match class {
             UserClass::Bot => (
                 model::T0 + below(rehash(h, 2), model::PERIOD as u64) as i64,
