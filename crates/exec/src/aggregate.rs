@@ -26,7 +26,8 @@ use tessera_common::{ColumnChunks, Error, Result, Settings};
 use crate::Profile;
 use crate::accum::{Accumulator, OrdVal};
 use crate::filter::{evaluate, selection};
-use crate::hashtable::{GroupTable, PARTITIONS, partition_of};
+use crate::hashtable::GroupTable;
+use crate::partial::{Partial, Scratch, finalize_partitioned, scatter_ok};
 use crate::keys::{GroupKey, KeyReader, Layout, choose_layout, key_array};
 use crate::plan::{AggOutput, AggregatePlan, OrderLimit, SortKey};
 use crate::pool::run_morsels;
@@ -112,37 +113,11 @@ pub(crate) fn execute(
     Ok((batch, profile))
 }
 
-/// A worker's partial aggregate: one table, or one table per radix partition once it
-/// holds more than `group_by_two_level_threshold` groups.
-enum Partial<K> {
-    Single(GroupTable<K>),
-    Two(Vec<GroupTable<K>>),
-}
-
-impl<K: GroupKey> Partial<K> {
-    fn len(&self) -> usize {
-        match self {
-            Partial::Single(t) => t.len(),
-            Partial::Two(parts) => parts.iter().map(|t| t.len()).sum(),
-        }
-    }
-
-    fn into_two_level(self, new_accs: &impl Fn() -> Vec<Accumulator>) -> Vec<GroupTable<K>> {
-        match self {
-            Partial::Single(t) => t.split(new_accs),
-            Partial::Two(parts) => parts,
-        }
-    }
-}
-
 struct Worker<K> {
     table: Partial<K>,
     keys: Vec<K>,
     hashes: Vec<u64>,
-    gids: Vec<u32>,
-    /// Positions (within the selected rows of a morsel) per radix partition.
-    buckets: Vec<Vec<u32>>,
-    rows: Vec<u32>,
+    scratch: Scratch,
     rows_in: usize,
 }
 
@@ -157,27 +132,21 @@ where
     let chunk_lens = plan.table.chunk_lens();
     ctx.new_accs()?; // validates the aggregate types once
     let new_accs = || ctx.new_accs().expect("validated above");
+    let input_chunks: Vec<Option<&[ArrayRef]>> =
+        plan.aggs.iter().map(|a| a.input.and_then(|c| ctx.cols[c].as_ref().map(|c| c.as_slice()))).collect();
+    let scatter = scatter_ok(&input_chunks);
 
     // Phase 1: partial aggregation per worker.
     let partials = run_morsels(
         ctx.pool,
         ctx.settings.max_threads,
         chunk_lens.len(),
-        || {
-            let table = if threshold == 0 {
-                Partial::Two((0..PARTITIONS).map(|_| GroupTable::new(new_accs(), 0)).collect())
-            } else {
-                Partial::Single(GroupTable::new(new_accs(), 0))
-            };
-            Worker {
-                table,
-                keys: Vec::new(),
-                hashes: Vec::new(),
-                gids: Vec::new(),
-                buckets: vec![Vec::new(); PARTITIONS],
-                rows: Vec::new(),
-                rows_in: 0,
-            }
+        || Worker {
+            table: Partial::Single(GroupTable::new(new_accs(), 0)),
+            keys: Vec::new(),
+            hashes: Vec::new(),
+            scratch: Scratch::new(),
+            rows_in: 0,
         },
         |w: &mut Worker<K>, m| {
             let len = chunk_lens[m];
@@ -195,73 +164,37 @@ where
             w.hashes.clear();
             w.hashes.extend(w.keys.iter().map(|k| k.hash64()));
             let inputs = ctx.agg_inputs(m)?;
-            match &mut w.table {
-                Partial::Single(t) => {
-                    w.gids.clear();
-                    for (k, &h) in w.keys.iter().zip(&w.hashes) {
-                        w.gids.push(t.find_or_insert(k, h));
-                    }
-                    t.sync_accs();
-                    for (acc, input) in t.accs.iter_mut().zip(&inputs) {
-                        acc.update(&w.gids, *input, sel)?;
-                    }
-                    if t.len() > threshold {
-                        let old = std::mem::replace(&mut w.table, Partial::Two(Vec::new()));
-                        w.table = Partial::Two(old.into_two_level(&new_accs));
-                    }
-                }
-                Partial::Two(parts) => {
-                    // Radix-partition the morsel's rows, then aggregate each partition's rows
-                    // into that partition's (cache-sized) table.
-                    for b in &mut w.buckets {
-                        b.clear();
-                    }
-                    for (i, &h) in w.hashes.iter().enumerate() {
-                        w.buckets[partition_of(h)].push(i as u32);
-                    }
-                    for (t, bucket) in parts.iter_mut().zip(&w.buckets) {
-                        if bucket.is_empty() {
-                            continue;
-                        }
-                        w.gids.clear();
-                        w.rows.clear();
-                        for &i in bucket {
-                            let i = i as usize;
-                            w.gids.push(t.find_or_insert(&w.keys[i], w.hashes[i]));
-                            w.rows.push(sel.map_or(i as u32, |s| s[i]));
-                        }
-                        t.sync_accs();
-                        for (acc, input) in t.accs.iter_mut().zip(&inputs) {
-                            acc.update(&w.gids, *input, Some(&w.rows))?;
-                        }
-                    }
-                }
+            if threshold == 0 {
+                w.table.grow_up(scatter, &inputs, &new_accs);
             }
-            if w.table.len() >= u32::MAX as usize / 2 {
+            w.table.add(&mut w.keys, &w.hashes, &inputs, sel, &mut w.scratch)?;
+            if w.table.size() > threshold {
+                w.table.grow_up(scatter, &inputs, &new_accs);
+            }
+            if w.table.size() >= u32::MAX as usize / 2 {
                 return Err(Error::ResourcesExhausted("more than 2^31 groups in one thread".into()));
             }
             Ok(())
         },
     )?;
     let rows_in: usize = partials.iter().map(|w| w.rows_in).sum();
-    let mut partials: Vec<Partial<K>> = partials.into_iter().map(|w| w.table).filter(|t| t.len() > 0).collect();
+    let mut partials: Vec<Partial<K>> = partials.into_iter().map(|w| w.table).filter(|t| !t.is_empty()).collect();
 
     // Phase 2: final aggregation.
-    let total: usize = partials.iter().map(|t| t.len()).sum();
-    let any_two = partials.iter().any(|t| matches!(t, Partial::Two(_)));
-    let two_level = any_two || (partials.len() > 1 && total > threshold.max(1));
-    let mut finals: Vec<GroupTable<K>> = if partials.len() <= 1 {
+    let total: usize = partials.iter().map(|t| t.size()).sum();
+    let all_single = partials.iter().all(|t| matches!(t, Partial::Single(_)));
+    let two_level = !all_single || (partials.len() > 1 && total > threshold.max(1));
+    let mut finals: Vec<GroupTable<K>> = if all_single && partials.len() <= 1 {
         match partials.pop() {
-            None => vec![],
             Some(Partial::Single(t)) => vec![t],
-            Some(Partial::Two(parts)) => parts,
+            _ => vec![],
         }
     } else if !two_level {
         let mut tables: Vec<GroupTable<K>> = partials
             .into_iter()
-            .map(|p| match p {
-                Partial::Single(t) => t,
-                Partial::Two(_) => unreachable!("no two-level partial here"),
+            .filter_map(|p| match p {
+                Partial::Single(t) => Some(t),
+                _ => None,
             })
             .collect();
         tables.sort_by_key(|t| std::cmp::Reverse(t.len()));
@@ -271,29 +204,7 @@ where
         }
         vec![first]
     } else {
-        ctx.pool.install(|| {
-            let lists: Vec<Vec<GroupTable<K>>> = partials.into_par_iter().map(|p| p.into_two_level(&new_accs)).collect();
-            // Transpose workers x partitions into partitions x workers.
-            let mut by_part: Vec<Vec<GroupTable<K>>> = (0..PARTITIONS).map(|_| Vec::with_capacity(lists.len())).collect();
-            for list in lists {
-                for (p, t) in list.into_iter().enumerate() {
-                    by_part[p].push(t);
-                }
-            }
-            by_part
-                .into_par_iter()
-                .map(|mut ts| {
-                    // Merge into the largest partial: fewest inserts.
-                    let big = (0..ts.len()).max_by_key(|&i| ts[i].len()).expect("one table per worker");
-                    let mut f = ts.swap_remove(big);
-                    for t in &ts {
-                        f.merge_from(t);
-                    }
-                    f
-                })
-                .filter(|f| f.len() > 0)
-                .collect()
-        })
+        ctx.pool.install(|| finalize_partitioned(partials, &new_accs))?
     };
     let groups: usize = finals.iter().map(|t| t.len()).sum();
     let hash_table_bytes = finals.iter().map(|t| t.memory_size()).sum();

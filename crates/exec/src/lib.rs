@@ -13,6 +13,7 @@ mod aggregate;
 pub mod filter;
 mod hashtable;
 mod keys;
+mod partial;
 pub mod plan;
 pub mod pool;
 mod scan;

@@ -1,0 +1,308 @@
+//! Partial (per-worker) aggregation state and the final merge of partials.
+//!
+//! A worker starts with one hash table (pre-aggregation: cheap when keys repeat). Once it
+//! holds more than `group_by_two_level_threshold` groups the worker changes strategy:
+//!
+//! - **Scatter** (inputs without NULLs): the table is frozen and every further row is
+//!   radix-partitioned by the top bits of its key hash into per-partition buffers of
+//!   (key, hash, aggregate inputs). Writes are sequential, so the cost per row does not
+//!   grow with the number of groups; the final phase aggregates each partition in a
+//!   cache-sized table (Leis et al., SIGMOD 2014; DuckDB's radix-partitioned aggregation
+//!   switches pre-aggregation off the same way when keys hardly repeat, PR 15321).
+//! - **Two-level** (an aggregate input has NULLs): one hash table per radix partition.
+//!
+//! The final phase runs one task per partition: it aggregates that partition's scattered
+//! rows of every worker, then merges the partition's groups of the frozen tables.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array, UInt64Array};
+use arrow::datatypes::*;
+use rayon::prelude::*;
+use tessera_common::{Error, Result};
+
+use crate::accum::Accumulator;
+use crate::hashtable::{GroupTable, PARTITIONS, partition_of};
+use crate::keys::GroupKey;
+
+/// Aggregate input values of scattered rows, widened to 64 bits.
+#[derive(Debug)]
+pub(crate) enum RawVals {
+    /// COUNT(*): no input.
+    None,
+    /// Signed integers, dates (days), timestamps (seconds), and unsigned up to 32 bits.
+    I64(Vec<i64>),
+    /// UInt64.
+    U64(Vec<u64>),
+    /// Floats.
+    F64(Vec<f64>),
+}
+
+impl RawVals {
+    fn empty_like(input: Option<&ArrayRef>) -> RawVals {
+        match input.map(|a| a.data_type()) {
+            None => RawVals::None,
+            Some(DataType::UInt64) => RawVals::U64(Vec::new()),
+            Some(DataType::Float32 | DataType::Float64) => RawVals::F64(Vec::new()),
+            Some(_) => RawVals::I64(Vec::new()),
+        }
+    }
+
+    /// The selected values of `input` (`sel[i]`, or all rows).
+    fn gather(input: Option<&ArrayRef>, sel: Option<&[u32]>) -> Result<RawVals> {
+        let Some(arr) = input else { return Ok(RawVals::None) };
+        macro_rules! go {
+            ($t:ty, $variant:ident, $conv:expr) => {{
+                let v = arr.as_primitive::<$t>().values();
+                let f = $conv;
+                RawVals::$variant(match sel {
+                    None => v.iter().map(|&x| f(x)).collect(),
+                    Some(s) => s.iter().map(|&i| f(v[i as usize])).collect(),
+                })
+            }};
+        }
+        Ok(match arr.data_type() {
+            DataType::Int8 => go!(Int8Type, I64, |x: i8| x as i64),
+            DataType::Int16 => go!(Int16Type, I64, |x: i16| x as i64),
+            DataType::Int32 => go!(Int32Type, I64, |x: i32| x as i64),
+            DataType::Int64 => go!(Int64Type, I64, |x: i64| x),
+            DataType::UInt8 => go!(UInt8Type, I64, |x: u8| x as i64),
+            DataType::UInt16 => go!(UInt16Type, I64, |x: u16| x as i64),
+            DataType::UInt32 => go!(UInt32Type, I64, |x: u32| x as i64),
+            DataType::UInt64 => go!(UInt64Type, U64, |x: u64| x),
+            DataType::Date32 => go!(Date32Type, I64, |x: i32| x as i64),
+            DataType::Timestamp(TimeUnit::Second, _) => go!(TimestampSecondType, I64, |x: i64| x),
+            DataType::Float32 => go!(Float32Type, F64, |x: f32| x as f64),
+            DataType::Float64 => go!(Float64Type, F64, |x: f64| x),
+            // COUNT(col) of a string column without NULLs counts rows.
+            DataType::Utf8 | DataType::Binary => RawVals::None,
+            other => return Err(Error::internal(format!("scatter of aggregate input {other}"))),
+        })
+    }
+
+    fn push_from(&mut self, src: &RawVals, i: usize) {
+        match (self, src) {
+            (RawVals::I64(d), RawVals::I64(s)) => d.push(s[i]),
+            (RawVals::U64(d), RawVals::U64(s)) => d.push(s[i]),
+            (RawVals::F64(d), RawVals::F64(s)) => d.push(s[i]),
+            _ => {}
+        }
+    }
+
+    fn into_array(self) -> Option<ArrayRef> {
+        match self {
+            RawVals::None => None,
+            RawVals::I64(v) => Some(Arc::new(Int64Array::from(v))),
+            RawVals::U64(v) => Some(Arc::new(UInt64Array::from(v))),
+            RawVals::F64(v) => Some(Arc::new(Float64Array::from(v))),
+        }
+    }
+}
+
+/// Rows of one radix partition, not yet aggregated.
+#[derive(Debug)]
+pub(crate) struct Scattered<K> {
+    keys: Vec<K>,
+    hashes: Vec<u64>,
+    vals: Vec<RawVals>,
+}
+
+impl<K> Scattered<K> {
+    fn len(&self) -> usize {
+        self.keys.len()
+    }
+}
+
+/// A worker's partial aggregate.
+pub(crate) enum Partial<K> {
+    /// One table (while small).
+    Single(GroupTable<K>),
+    /// One table per radix partition.
+    Two(Vec<GroupTable<K>>),
+    /// A frozen pre-aggregation table plus raw rows per radix partition.
+    Scatter { frozen: GroupTable<K>, parts: Vec<Scattered<K>> },
+}
+
+impl<K: GroupKey> Partial<K> {
+    /// Whether nothing was aggregated.
+    pub(crate) fn is_empty(&self) -> bool {
+        match self {
+            Partial::Single(t) => t.len() == 0,
+            Partial::Two(parts) => parts.iter().all(|t| t.len() == 0),
+            Partial::Scatter { frozen, parts } => frozen.len() == 0 && parts.iter().all(|p| p.len() == 0),
+        }
+    }
+
+    /// Groups held, or an upper bound (scattered rows count as groups).
+    pub(crate) fn size(&self) -> usize {
+        match self {
+            Partial::Single(t) => t.len(),
+            Partial::Two(parts) => parts.iter().map(|t| t.len()).sum(),
+            Partial::Scatter { frozen, parts } => frozen.len() + parts.iter().map(|p| p.len()).sum::<usize>(),
+        }
+    }
+
+    /// Leaves the single-table state: scatter when `scatter` (no NULL inputs), else split
+    /// into a two-level table.
+    pub(crate) fn grow_up(&mut self, scatter: bool, inputs: &[Option<&ArrayRef>], new_accs: &impl Fn() -> Vec<Accumulator>) {
+        let Partial::Single(_) = self else { return };
+        let Partial::Single(t) = std::mem::replace(self, Partial::Two(Vec::new())) else { unreachable!() };
+        *self = if scatter {
+            let parts = (0..PARTITIONS)
+                .map(|_| Scattered {
+                    keys: Vec::new(),
+                    hashes: Vec::new(),
+                    vals: inputs.iter().map(|i| RawVals::empty_like(*i)).collect(),
+                })
+                .collect();
+            Partial::Scatter { frozen: t, parts }
+        } else {
+            Partial::Two(t.split(new_accs))
+        };
+    }
+
+    /// Adds the selected rows of a morsel: `keys[i]`/`hashes[i]` belong to input row
+    /// `sel[i]` (or `i`). `scratch` holds reusable buffers.
+    pub(crate) fn add(
+        &mut self,
+        keys: &mut Vec<K>,
+        hashes: &[u64],
+        inputs: &[Option<&ArrayRef>],
+        sel: Option<&[u32]>,
+        scratch: &mut Scratch,
+    ) -> Result<()> {
+        match self {
+            Partial::Single(t) => {
+                scratch.gids.clear();
+                for (k, &h) in keys.iter().zip(hashes) {
+                    scratch.gids.push(t.find_or_insert(k, h));
+                }
+                t.sync_accs();
+                for (acc, input) in t.accs.iter_mut().zip(inputs) {
+                    acc.update(&scratch.gids, *input, sel)?;
+                }
+            }
+            Partial::Two(parts) => {
+                for b in &mut scratch.buckets {
+                    b.clear();
+                }
+                for (i, &h) in hashes.iter().enumerate() {
+                    scratch.buckets[partition_of(h)].push(i as u32);
+                }
+                for (t, bucket) in parts.iter_mut().zip(&scratch.buckets) {
+                    if bucket.is_empty() {
+                        continue;
+                    }
+                    scratch.gids.clear();
+                    scratch.rows.clear();
+                    for &i in bucket {
+                        let i = i as usize;
+                        scratch.gids.push(t.find_or_insert(&keys[i], hashes[i]));
+                        scratch.rows.push(sel.map_or(i as u32, |s| s[i]));
+                    }
+                    t.sync_accs();
+                    for (acc, input) in t.accs.iter_mut().zip(inputs) {
+                        acc.update(&scratch.gids, *input, Some(&scratch.rows))?;
+                    }
+                }
+            }
+            Partial::Scatter { parts, .. } => {
+                let raws: Vec<RawVals> = inputs.iter().map(|i| RawVals::gather(*i, sel)).collect::<Result<_>>()?;
+                for (i, (k, &h)) in keys.drain(..).zip(hashes).enumerate() {
+                    let p = &mut parts[partition_of(h)];
+                    p.keys.push(k);
+                    p.hashes.push(h);
+                    for (dst, src) in p.vals.iter_mut().zip(&raws) {
+                        dst.push_from(src, i);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reusable per-worker buffers.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    gids: Vec<u32>,
+    rows: Vec<u32>,
+    buckets: Vec<Vec<u32>>,
+}
+
+impl Scratch {
+    pub(crate) fn new() -> Self {
+        Scratch { buckets: vec![Vec::new(); PARTITIONS], ..Default::default() }
+    }
+}
+
+/// What one partition's final task consumes.
+struct PartitionInput<K> {
+    tables: Vec<GroupTable<K>>,
+    rows: Vec<Scattered<K>>,
+}
+
+/// Final phase over radix partitions: returns one final table per non-empty partition.
+/// Runs on the current rayon pool.
+pub(crate) fn finalize_partitioned<K: GroupKey>(
+    partials: Vec<Partial<K>>,
+    new_accs: &(impl Fn() -> Vec<Accumulator> + Sync),
+) -> Result<Vec<GroupTable<K>>> {
+    let prepared: Vec<(Vec<GroupTable<K>>, Option<Vec<Scattered<K>>>)> = partials
+        .into_par_iter()
+        .map(|p| match p {
+            Partial::Single(t) => (t.split(new_accs), None),
+            Partial::Two(parts) => (parts, None),
+            Partial::Scatter { frozen, parts } => (frozen.split(new_accs), Some(parts)),
+        })
+        .collect();
+    let mut inputs: Vec<PartitionInput<K>> =
+        (0..PARTITIONS).map(|_| PartitionInput { tables: Vec::new(), rows: Vec::new() }).collect();
+    for (tables, rows) in prepared {
+        for (p, t) in tables.into_iter().enumerate() {
+            if t.len() > 0 {
+                inputs[p].tables.push(t);
+            }
+        }
+        for (p, r) in rows.into_iter().flatten().enumerate() {
+            if r.len() > 0 {
+                inputs[p].rows.push(r);
+            }
+        }
+    }
+    let finals: Vec<GroupTable<K>> = inputs
+        .into_par_iter()
+        .map(|mut input| -> Result<GroupTable<K>> {
+            let mut f = if input.rows.is_empty() && !input.tables.is_empty() {
+                // Merge into the largest partial: fewest inserts.
+                let big = (0..input.tables.len()).max_by_key(|&i| input.tables[i].len()).unwrap_or(0);
+                input.tables.swap_remove(big)
+            } else {
+                let rows: usize = input.rows.iter().map(|r| r.len()).sum();
+                GroupTable::new(new_accs(), rows / 2)
+            };
+            let mut gids = Vec::new();
+            for r in input.rows {
+                gids.clear();
+                for (k, &h) in r.keys.iter().zip(&r.hashes) {
+                    gids.push(f.find_or_insert(k, h));
+                }
+                f.sync_accs();
+                for (acc, vals) in f.accs.iter_mut().zip(r.vals) {
+                    acc.update(&gids, vals.into_array().as_ref(), None)?;
+                }
+            }
+            for t in &input.tables {
+                f.merge_from(t);
+            }
+            Ok(f)
+        })
+        .filter(|f| f.as_ref().map_or(true, |f| f.len() > 0))
+        .collect::<Result<_>>()?;
+    Ok(finals)
+}
+
+/// Whether scattered rows can carry these aggregate inputs (no NULLs anywhere).
+pub(crate) fn scatter_ok(columns: &[Option<&[ArrayRef]>]) -> bool {
+    columns.iter().flatten().all(|chunks| chunks.iter().all(|a| a.null_count() == 0))
+}
