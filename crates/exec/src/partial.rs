@@ -279,7 +279,7 @@ pub(crate) fn finalize_partitioned<K: GroupKey>(
                 input.tables.swap_remove(big)
             } else {
                 let rows: usize = input.rows.iter().map(|r| r.len()).sum();
-                GroupTable::new(new_accs(), rows / 2)
+                GroupTable::new(new_accs(), rows)
             };
             let mut gids = Vec::new();
             for r in input.rows {
