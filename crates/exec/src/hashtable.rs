@@ -86,7 +86,7 @@ impl<K: GroupKey> GroupTable<K> {
             }
             if s >> 32 == tag {
                 let gid = (s as u32) - 1;
-                if self.keys[gid as usize] == *key {
+                if self.keys[gid as usize].key_eq(key) {
                     return gid;
                 }
             }
