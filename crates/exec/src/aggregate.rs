@@ -324,15 +324,21 @@ fn select_groups<'k, K: GroupKey>(
             break;
         }
         if best.len() == limit {
-            let first = val(g, &keys[0]);
-            if cmp_key(&first, &best[limit - 1].0[0], &keys[0]).is_gt() {
+            // Threshold check against the worst kept candidate, key by key, without
+            // materialising this group's sort values (most groups stop at the first key).
+            let worst = &best[limit - 1].0;
+            let mut ord = std::cmp::Ordering::Equal;
+            for (k, w) in keys.iter().zip(worst) {
+                ord = cmp_key(&val(g, k), w, k);
+                if ord.is_ne() {
+                    break;
+                }
+            }
+            if !ord.is_lt() {
                 continue;
             }
         }
         let v: Vec<OrdVal<'k>> = keys.iter().map(|k| val(g, k)).collect();
-        if best.len() == limit && !cmp_all(&v, &best[limit - 1].0, keys).is_lt() {
-            continue;
-        }
         let pos = best.partition_point(|(b, _)| !cmp_all(b, &v, keys).is_gt());
         best.insert(pos, (v, g));
         best.truncate(limit);
