@@ -135,6 +135,8 @@ where
     let input_chunks: Vec<Option<&[ArrayRef]>> =
         plan.aggs.iter().map(|a| a.input.and_then(|c| ctx.cols[c].as_ref().map(|c| c.as_slice()))).collect();
     let scatter = scatter_ok(&input_chunks);
+    let threads = ctx.settings.max_threads.max(1);
+    let rows_per_worker = plan.table.num_rows().div_ceil(threads);
 
     // Phase 1: partial aggregation per worker.
     let partials = run_morsels(
@@ -164,12 +166,13 @@ where
             w.hashes.clear();
             w.hashes.extend(w.keys.iter().map(|k| k.hash64()));
             let inputs = ctx.agg_inputs(m)?;
+            let expect = rows_per_worker.saturating_sub(w.rows_in - n);
             if threshold == 0 {
-                w.table.grow_up(scatter, &inputs, &new_accs);
+                w.table.grow_up(scatter, expect, &inputs, &new_accs);
             }
             w.table.add(&mut w.keys, &w.hashes, &inputs, sel, &mut w.scratch)?;
             if w.table.size() > threshold {
-                w.table.grow_up(scatter, &inputs, &new_accs);
+                w.table.grow_up(scatter, expect.saturating_sub(n), &inputs, &new_accs);
             }
             if w.table.size() >= u32::MAX as usize / 2 {
                 return Err(Error::ResourcesExhausted("more than 2^31 groups in one thread".into()));

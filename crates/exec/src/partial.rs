@@ -39,12 +39,12 @@ pub(crate) enum RawVals {
 }
 
 impl RawVals {
-    fn empty_like(input: Option<&ArrayRef>) -> RawVals {
+    fn empty_like(input: Option<&ArrayRef>, capacity: usize) -> RawVals {
         match input.map(|a| a.data_type()) {
-            None => RawVals::None,
-            Some(DataType::UInt64) => RawVals::U64(Vec::new()),
-            Some(DataType::Float32 | DataType::Float64) => RawVals::F64(Vec::new()),
-            Some(_) => RawVals::I64(Vec::new()),
+            None | Some(DataType::Utf8 | DataType::Binary) => RawVals::None,
+            Some(DataType::UInt64) => RawVals::U64(Vec::with_capacity(capacity)),
+            Some(DataType::Float32 | DataType::Float64) => RawVals::F64(Vec::with_capacity(capacity)),
+            Some(_) => RawVals::I64(Vec::with_capacity(capacity)),
         }
     }
 
@@ -144,15 +144,26 @@ impl<K: GroupKey> Partial<K> {
 
     /// Leaves the single-table state: scatter when `scatter` (no NULL inputs), else split
     /// into a two-level table.
-    pub(crate) fn grow_up(&mut self, scatter: bool, inputs: &[Option<&ArrayRef>], new_accs: &impl Fn() -> Vec<Accumulator>) {
+    /// `expect_rows` is the number of rows this worker will probably still add: buffers are
+    /// reserved for it up front, so they never grow by copying (untouched capacity costs
+    /// address space only).
+    pub(crate) fn grow_up(
+        &mut self,
+        scatter: bool,
+        expect_rows: usize,
+        inputs: &[Option<&ArrayRef>],
+        new_accs: &impl Fn() -> Vec<Accumulator>,
+    ) {
         let Partial::Single(_) = self else { return };
         let Partial::Single(t) = std::mem::replace(self, Partial::Two(Vec::new())) else { unreachable!() };
         *self = if scatter {
+            // 12% slack over the mean share covers the spread of a partition's row count.
+            let per_part = expect_rows / PARTITIONS + expect_rows / PARTITIONS / 8 + 16;
             let parts = (0..PARTITIONS)
                 .map(|_| Scattered {
-                    keys: Vec::new(),
-                    hashes: Vec::new(),
-                    vals: inputs.iter().map(|i| RawVals::empty_like(*i)).collect(),
+                    keys: Vec::with_capacity(per_part),
+                    hashes: Vec::with_capacity(per_part),
+                    vals: inputs.iter().map(|i| RawVals::empty_like(*i, per_part)).collect(),
                 })
                 .collect();
             Partial::Scatter { frozen: t, parts }
