@@ -21,7 +21,7 @@ use std::sync::{Arc, RwLock};
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 pub use tessera_common::{Error, Result, Settings, Table};
-use tessera_exec::{Plan, Pools};
+use tessera_exec::Pools;
 pub use tessera_exec::Profile;
 use tessera_sql::Statement;
 
@@ -182,11 +182,7 @@ impl Database {
     /// As [`Database::sql`].
     pub fn preload(&self, sql: &str) -> Result<()> {
         if let Statement::Query { plan, .. } = self.plan(sql)? {
-            let table = match &plan {
-                Plan::Aggregate(p) => &p.table,
-                Plan::Scan(p) => &p.table,
-            };
-            table.columns(&plan.columns_used())?;
+            plan.table().columns(&plan.columns_used())?;
         }
         Ok(())
     }

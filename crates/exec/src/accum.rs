@@ -351,6 +351,8 @@ impl Accumulator {
             AggFunc::Count | AggFunc::CountStar => DataType::Int64,
             AggFunc::Avg => DataType::Float64,
             AggFunc::Sum if self.float_input() => DataType::Float64,
+            // 64-bit inputs sum into 128 bits (DuckDB's HUGEINT): no overflow below 2^64 rows.
+            AggFunc::Sum if matches!(self.sums, Some(Sums::Wide(_))) => DataType::Decimal128(38, 0),
             AggFunc::Sum => DataType::Int64,
             AggFunc::Min | AggFunc::Max => self.input_type.clone().unwrap_or(DataType::Null),
         }
@@ -359,7 +361,7 @@ impl Accumulator {
     /// Final values of groups `gids`, in that order.
     ///
     /// # Errors
-    /// [`Error::Overflow`] if an integer SUM does not fit Int64.
+    /// [`Error::Internal`] if a state does not fit its output type (a bug).
     pub(crate) fn emit(&self, gids: &[u32]) -> Result<ArrayRef> {
         let valid = |g: u32| self.count[g as usize] > 0;
         Ok(match self.func {
@@ -376,19 +378,10 @@ impl Accumulator {
                 Some(Sums::Narrow(s)) => {
                     Arc::new(Int64Array::from_iter(gids.iter().map(|&g| valid(g).then(|| s[g as usize]))))
                 }
-                Some(Sums::Wide(s)) => {
-                    let mut out = Vec::with_capacity(gids.len());
-                    for &g in gids {
-                        out.push(if valid(g) {
-                            Some(i64::try_from(s[g as usize]).map_err(|_| {
-                                Error::Overflow(format!("SUM = {} does not fit Int64", s[g as usize]))
-                            })?)
-                        } else {
-                            None
-                        });
-                    }
-                    Arc::new(Int64Array::from(out))
-                }
+                Some(Sums::Wide(s)) => Arc::new(
+                    Decimal128Array::from_iter(gids.iter().map(|&g| valid(g).then(|| s[g as usize])))
+                        .with_precision_and_scale(38, 0)?,
+                ),
                 None => return Err(Error::internal("SUM without state")),
             },
             AggFunc::Min | AggFunc::Max => {

@@ -45,10 +45,7 @@ pub struct Profile {
 /// # Errors
 /// I/O or corruption while loading columns, overflow in SUM, or resource errors.
 pub fn execute(plan: &Plan, settings: &Settings, pools: &Pools) -> Result<(RecordBatch, Profile)> {
-    let table = match plan {
-        Plan::Aggregate(p) => &p.table,
-        Plan::Scan(p) => &p.table,
-    };
+    let table = plan.table();
     let used = plan.columns_used();
     let loaded = table.columns(&used)?;
     let mut cols: Vec<Option<ColumnChunks>> = vec![None; table.schema().fields().len()];

@@ -86,7 +86,8 @@ pub enum AggFunc {
     CountStar,
     /// `COUNT(col)`: non-NULL values. Output Int64.
     Count,
-    /// `SUM(col)`: Int64 for integer input (error on overflow), Float64 for floats; NULL
+    /// `SUM(col)`: Int64 for integers of up to 32 bits, Decimal128(38, 0) for 64-bit
+    /// integers (DuckDB's HUGEINT, no overflow), Float64 for floats; NULL
     /// when the group has no non-NULL value.
     Sum,
     /// `AVG(col)`: Float64; NULL when no non-NULL value.
@@ -122,8 +123,8 @@ pub struct SortKey {
     pub output: usize,
     /// Descending order.
     pub descending: bool,
-    /// NULLs before non-NULLs. SQL default: NULLS LAST for ASC, NULLS FIRST for DESC
-    /// (PostgreSQL/DuckDB); the planner fills it in.
+    /// NULLs before non-NULLs. Default NULLS LAST in both directions (ClickHouse and
+    /// DuckDB); the planner fills it in.
     pub nulls_first: bool,
 }
 
@@ -187,24 +188,31 @@ impl Plan {
     /// Columns of the table the plan reads (sorted, deduplicated).
     pub fn columns_used(&self) -> Vec<usize> {
         let mut cols = Vec::new();
-        let (filter, table_cols) = match self {
+        let filter = match self {
             Plan::Aggregate(p) => {
                 cols.extend(p.keys.iter().map(|k| k.column()));
                 cols.extend(p.aggs.iter().filter_map(|a| a.input));
-                (&p.filter, ())
+                &p.filter
             }
             Plan::Scan(p) => {
                 cols.extend(p.output.iter().map(|(_, e)| e.column()));
-                (&p.filter, ())
+                &p.filter
             }
         };
-        let _ = table_cols;
         if let Some(f) = filter {
             predicate_columns(f, &mut cols);
         }
         cols.sort_unstable();
         cols.dedup();
         cols
+    }
+
+    /// The table the plan reads.
+    pub fn table(&self) -> &Arc<Table> {
+        match self {
+            Plan::Aggregate(p) => &p.table,
+            Plan::Scan(p) => &p.table,
+        }
     }
 }
 

@@ -1,0 +1,2 @@
+-- compare: exact
+SELECT SUM(UserID), SUM(WatchID), SUM(ResolutionWidth), COUNT(*) FROM hits WHERE CounterID = 62;
