@@ -88,14 +88,25 @@ pub(crate) enum Format {
     Json,
 }
 
+/// Exit codes: 0 success (also when the reader of stdout went away), 1 I/O, data or
+/// internal errors, 2 bad arguments or settings, 3 an invalid query (syntax, names, types),
+/// 4 a valid query Tessera does not support yet.
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            use std::io::Write;
+            // stderr may be closed too: never panic while reporting.
+            let _ = writeln!(std::io::stderr(), "error: {e}");
             ExitCode::from(match e {
-                Error::Parse(_) | Error::Plan(_) | Error::UnknownTable(_) | Error::UnknownColumn { .. } => 3,
+                Error::InvalidArgument(_) => 2,
+                Error::Parse(_)
+                | Error::Plan(_)
+                | Error::UnknownTable(_)
+                | Error::UnknownColumn { .. }
+                | Error::TypeMismatch(_) => 3,
                 Error::NotImplemented(_) => 4,
                 _ => 1,
             })
@@ -134,28 +145,36 @@ pub(crate) fn parse_load(spec: &str) -> Result<(String, PathBuf)> {
 }
 
 /// Registers `path` as table `name`: Parquet lazily (columns read on first use), TSV
-/// parsed now. A table named `hits` gets ClickBench's typed schema (the official
-/// `hits.parquet` stores EventTime as Int64 seconds and EventDate as UInt16 days).
+/// parsed now. A Parquet file that has every column of ClickBench's `hits` table gets its
+/// typed schema (the official `hits.parquet` stores EventTime as Int64 seconds and
+/// EventDate as UInt16 days); TSV has no schema of its own and loads only as `hits`.
 pub(crate) fn load_table(db: &Database, name: &str, path: &Path) -> Result<()> {
-    let is_hits = name.eq_ignore_ascii_case("hits");
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
-    match ext.as_str() {
-        "tsv" | "tab" => {
-            if !is_hits {
-                return Err(Error::InvalidArgument(
-                    "TSV files carry no schema: only the table 'hits' (ClickBench schema) loads from TSV".into(),
-                ));
-            }
-            let size = std::fs::metadata(path).map_err(|e| Error::Io { path: path.into(), source: e })?.len();
-            let bar = progress_bar(size, "bytes");
-            let t = tessera_io::read_tsv(name, path, tessera_datasets::hits::schema(), Some(&|n| bar.set_position(n)))?;
-            bar.finish_and_clear();
-            db.register_table(t);
-            Ok(())
+    let hits = tessera_datasets::hits::schema();
+    if ext == "tsv" || ext == "tab" {
+        if !name.eq_ignore_ascii_case("hits") {
+            return Err(Error::InvalidArgument(
+                "TSV files carry no schema: only the table 'hits' (ClickBench schema) loads from TSV".into(),
+            ));
         }
-        _ if is_hits => db.register_parquet_with_schema(name, path, tessera_datasets::hits::schema()),
-        _ => db.register_parquet(name, path),
+        let size = std::fs::metadata(path).map_err(|e| Error::Io { path: path.into(), source: e })?.len();
+        let bar = progress_bar(size, "bytes");
+        let t = tessera_io::read_tsv(name, path, hits, Some(&|n| bar.set_position(n)))?;
+        bar.finish_and_clear();
+        db.register_table(t);
+        return Ok(());
     }
+    if path.is_dir() {
+        return Err(Error::InvalidArgument(format!("{} is a directory, not a Parquet file", path.display())));
+    }
+    db.register_parquet(name, path)?;
+    let is_hits_file = db
+        .table(name)
+        .is_some_and(|t| hits.fields().iter().all(|f| t.column_index(f.name()).is_some()));
+    if is_hits_file {
+        db.register_parquet_with_schema(name, path, hits)?;
+    }
+    Ok(())
 }
 
 pub(crate) fn progress_bar(len: u64, unit: &str) -> ProgressBar {

@@ -31,6 +31,9 @@ fn displayable(b: &RecordBatch) -> Result<RecordBatch> {
 
 /// Prints `batches` to stdout in `format`.
 pub(crate) fn print(batches: &[RecordBatch], format: Format) -> Result<()> {
+    if batches.is_empty() {
+        return Ok(()); // a statement without an answer (SET)
+    }
     let batches: Vec<RecordBatch> = batches.iter().map(displayable).collect::<Result<_>>()?;
     let out = std::io::stdout();
     let mut out = out.lock();

@@ -86,6 +86,7 @@ impl From<arrow::error::ArrowError> for Error {
             arrow::error::ArrowError::ArithmeticOverflow(m) => Error::Overflow(m),
             arrow::error::ArrowError::NotYetImplemented(m) => Error::NotImplemented(m),
             arrow::error::ArrowError::CastError(m) => Error::TypeMismatch(m),
+            arrow::error::ArrowError::IoError(_, source) => Error::Io { path: "<stream>".into(), source },
             other => Error::Internal(format!("arrow: {other}")),
         }
     }

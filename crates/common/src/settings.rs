@@ -11,9 +11,9 @@ pub struct Settings {
     /// Worker threads per query (ClickHouse `max_threads`). Default: the vCPU count,
     /// `std::thread::available_parallelism()`.
     pub max_threads: usize,
-    /// Rows a thread aggregates into a single-level hash table before it switches to the
-    /// two-level (radix-partitioned) layout; `0` forces the partitioned path from the first
-    /// row (ClickHouse `group_by_two_level_threshold`, counted in groups there, in groups here).
+    /// Groups a thread aggregates into one hash table before it switches to the radix-
+    /// partitioned path (ClickHouse `group_by_two_level_threshold`); `0` forces the
+    /// partitioned path from the first row.
     pub group_by_two_level_threshold: usize,
     /// Debug: use the generic serialized key layout for every GROUP BY, so tests can check
     /// it against the specialised layouts (like DuckDB's `debug_force_*` settings).

@@ -14,39 +14,57 @@ use crate::plan::{Predicate, Value};
 pub type Selection = Option<Vec<u32>>;
 
 /// Evaluates `pred` over a morsel of `len` rows whose columns are `cols[table column]`
-/// (columns the plan does not read are `None`). NULL compares as false (SQL WHERE).
+/// (columns the plan does not read are `None`). Returns the rows where the predicate is
+/// TRUE: SQL three-valued logic, so a comparison with NULL is UNKNOWN, `NOT UNKNOWN` is
+/// UNKNOWN, and WHERE keeps neither FALSE nor UNKNOWN rows.
 ///
 /// # Errors
 /// [`Error::Internal`] if a column the predicate needs is missing or of an unexpected type
 /// (the planner checks types, so this is a bug).
 pub fn evaluate(pred: &Predicate, cols: &[Option<ArrayRef>], len: usize) -> Result<BooleanBuffer> {
+    Ok(evaluate3(pred, cols, len)?.0)
+}
+
+/// Three-valued evaluation: `(is_true, is_known)`; a row is UNKNOWN where `is_known` is
+/// unset (then `is_true` is unset too).
+fn evaluate3(pred: &Predicate, cols: &[Option<ArrayRef>], len: usize) -> Result<(BooleanBuffer, BooleanBuffer)> {
     Ok(match pred {
         Predicate::Const(b) => {
-            if *b {
-                BooleanBuffer::new_set(len)
-            } else {
-                BooleanBuffer::new_unset(len)
-            }
+            let v = if *b { BooleanBuffer::new_set(len) } else { BooleanBuffer::new_unset(len) };
+            (v, BooleanBuffer::new_set(len))
         }
         Predicate::And(ps) => {
-            let mut acc = BooleanBuffer::new_set(len);
+            // TRUE if all TRUE; FALSE (known) if any is known FALSE.
+            let (mut t, mut k) = (BooleanBuffer::new_set(len), BooleanBuffer::new_set(len));
+            let mut any_false = BooleanBuffer::new_unset(len);
             for p in ps {
-                acc = &acc & &evaluate(p, cols, len)?;
+                let (pt, pk) = evaluate3(p, cols, len)?;
+                any_false = &any_false | &(&pk & &!&pt);
+                t = &t & &pt;
+                k = &k & &pk;
             }
-            acc
+            let k = &k | &any_false;
+            (t, k)
         }
         Predicate::Or(ps) => {
-            let mut acc = BooleanBuffer::new_unset(len);
+            // TRUE if any TRUE; known if any TRUE or all known.
+            let (mut t, mut k) = (BooleanBuffer::new_unset(len), BooleanBuffer::new_set(len));
             for p in ps {
-                acc = &acc | &evaluate(p, cols, len)?;
+                let (pt, pk) = evaluate3(p, cols, len)?;
+                t = &t | &pt;
+                k = &k & &pk;
             }
-            acc
+            let k = &k | &t;
+            (t, k)
         }
-        Predicate::Not(p) => !&evaluate(p, cols, len)?,
+        Predicate::Not(p) => {
+            let (pt, pk) = evaluate3(p, cols, len)?;
+            (&!&pt & &pk, pk)
+        }
         Predicate::Cmp { column, op, value } => {
             let arr = column_of(cols, *column)?;
             let bits = cmp_column(arr, *op, value)?;
-            and_valid(bits, arr)
+            known(bits, [arr], len)
         }
         Predicate::CmpColumns { left, op, right } => {
             let (l, r) = (column_of(cols, *left)?, column_of(cols, *right)?);
@@ -58,12 +76,26 @@ pub fn evaluate(pred: &Predicate, cols: &[Option<ArrayRef>], len: usize) -> Resu
                 CmpOp::Gt => cmp::gt(l, r)?,
                 CmpOp::GtEq => cmp::gt_eq(l, r)?,
             };
-            match out.nulls() {
-                Some(n) => out.values() & n.inner(),
-                None => out.values().clone(),
-            }
+            known(out.values().clone(), [l, r], len)
         }
     })
+}
+
+/// `(bits AND valid, valid)` where `valid` is the rows non-NULL in every input.
+fn known<const N: usize>(bits: BooleanBuffer, inputs: [&ArrayRef; N], len: usize) -> (BooleanBuffer, BooleanBuffer) {
+    let mut valid: Option<BooleanBuffer> = None;
+    for a in inputs {
+        if let Some(n) = a.logical_nulls() {
+            valid = Some(match valid {
+                Some(v) => &v & n.inner(),
+                None => n.inner().clone(),
+            });
+        }
+    }
+    match valid {
+        Some(v) => (&bits & &v, v),
+        None => (bits, BooleanBuffer::new_set(len)),
+    }
 }
 
 /// Turns a filter bitmap into a selection vector (`None` when every row passes).
@@ -79,13 +111,6 @@ fn column_of(cols: &[Option<ArrayRef>], c: usize) -> Result<&ArrayRef> {
     cols.get(c)
         .and_then(|c| c.as_ref())
         .ok_or_else(|| Error::internal(format!("filter column {c} not loaded")))
-}
-
-fn and_valid(bits: BooleanBuffer, arr: &ArrayRef) -> BooleanBuffer {
-    match arr.logical_nulls() {
-        Some(n) => &bits & n.inner(),
-        None => bits,
-    }
 }
 
 fn from_words(words: Vec<u64>, len: usize) -> BooleanBuffer {
@@ -193,8 +218,15 @@ mod tests {
         assert_eq!(run(big), vec![true, false, true, true]);
         let nonempty = Predicate::Cmp { column: 1, op: CmpOp::NotEq, value: Value::Bytes(vec![]) };
         assert_eq!(run(Predicate::And(vec![gt0.clone(), nonempty.clone()])), vec![false, false, false, true]);
-        assert_eq!(run(Predicate::Or(vec![gt0, nonempty.clone()])), vec![true, true, false, true]);
+        assert_eq!(run(Predicate::Or(vec![gt0.clone(), nonempty.clone()])), vec![true, true, false, true]);
         assert_eq!(run(Predicate::Not(Box::new(nonempty))), vec![true, false, true, false]);
+        // NOT over NULL stays UNKNOWN: row 1 (NULL) is kept by neither the predicate nor its negation.
+        assert_eq!(run(Predicate::Not(Box::new(gt0.clone()))), vec![false, false, true, false]);
+        // UNKNOWN OR TRUE is TRUE; UNKNOWN AND FALSE is FALSE, so NOT of it is TRUE.
+        let is_x = Predicate::Cmp { column: 1, op: CmpOp::Eq, value: Value::Bytes(b"x".to_vec()) };
+        assert_eq!(run(Predicate::Or(vec![gt0.clone(), is_x.clone()])), vec![true, true, false, true]);
+        let and = Predicate::And(vec![gt0.clone(), Predicate::Not(Box::new(is_x))]);
+        assert_eq!(run(Predicate::Not(Box::new(and))), vec![false, true, true, false]);
         let sel = selection(&evaluate(&Predicate::Const(true), &cols, 4).unwrap());
         assert!(sel.is_none());
     }

@@ -16,6 +16,9 @@ use crate::filter::{evaluate, selection};
 use crate::plan::{OrderLimit, ScalarExpr, ScanPlan};
 use crate::pool::run_morsels;
 
+/// Kept rows below which a worker's top-N buffer is not compacted.
+const MIN_COMPACT_ROWS: usize = 65_536;
+
 /// Runs a scan plan.
 pub(crate) fn execute(
     plan: &ScanPlan,
@@ -37,9 +40,9 @@ pub(crate) fn execute(
         pool,
         settings.max_threads,
         chunk_lens.len(),
-        || (Vec::<RecordBatch>::new(), 0usize),
-        |(kept, rows), m| {
-            if want.is_some_and(|w| plan.order.order_by.is_empty() && *rows >= w) {
+        || (Vec::<RecordBatch>::new(), 0usize, 0usize),
+        |(kept, kept_rows, passed), m| {
+            if want.is_some_and(|w| plan.order.order_by.is_empty() && *kept_rows >= w) {
                 return Ok(());
             }
             let len = chunk_lens[m];
@@ -69,19 +72,24 @@ pub(crate) fn execute(
                 });
             }
             let batch = RecordBatch::try_new(schema.clone(), out)?;
-            *rows += batch.num_rows();
-            if want.is_some() {
-                kept.push(batch);
-                let merged = concat_batches(&schema, kept.iter())?;
-                *kept = vec![order_and_limit(merged, &local, all_cols)?];
-            } else {
-                kept.push(batch);
+            *passed += batch.num_rows();
+            *kept_rows += batch.num_rows();
+            kept.push(batch);
+            // Top-N: compact to the best `want` rows once twice that many are kept, so the
+            // work stays linear in the input (each row is sorted O(1) times on average).
+            if let Some(w) = want {
+                if !plan.order.order_by.is_empty() && *kept_rows > w.saturating_mul(2).max(MIN_COMPACT_ROWS) {
+                    let merged = concat_batches(&schema, kept.iter())?;
+                    let best = order_and_limit(merged, &local, all_cols)?;
+                    *kept_rows = best.num_rows();
+                    *kept = vec![best];
+                }
             }
             Ok(())
         },
     )?;
-    let batches: Vec<RecordBatch> = parts.into_iter().flat_map(|(b, _)| b).collect();
-    let rows_in = batches.iter().map(|b| b.num_rows()).sum();
+    let rows_in = parts.iter().map(|(_, _, passed)| passed).sum();
+    let batches: Vec<RecordBatch> = parts.into_iter().flat_map(|(b, _, _)| b).collect();
     let merged = concat_batches(&schema, &batches)?;
     let out = order_and_limit(merged, &plan.order, plan.visible)?;
     Ok((out, Profile { rows_in, ..Profile::default() }))
