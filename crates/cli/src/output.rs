@@ -35,29 +35,33 @@ pub(crate) fn print(batches: &[RecordBatch], format: Format) -> Result<()> {
         return Ok(()); // a statement without an answer (SET)
     }
     let batches: Vec<RecordBatch> = batches.iter().map(displayable).collect::<Result<_>>()?;
-    let out = std::io::stdout();
-    let mut out = out.lock();
+    // Each format is rendered into memory, then written: an I/O error on stdout (e.g. the
+    // reader went away) stays an I/O error the caller can recognise.
+    let mut buf: Vec<u8> = Vec::new();
     match format {
         Format::Table => {
             let t = arrow::util::pretty::pretty_format_batches(&batches)?;
-            use std::io::Write;
-            writeln!(out, "{t}").map_err(|e| Error::Io { path: "<stdout>".into(), source: e })?;
+            buf.extend_from_slice(format!("{t}\n").as_bytes());
         }
         Format::Csv | Format::Tsv => {
             let delim = if format == Format::Csv { b',' } else { b'\t' };
-            let mut w = arrow::csv::WriterBuilder::new().with_header(true).with_delimiter(delim).build(&mut out);
+            let mut w = arrow::csv::WriterBuilder::new().with_header(true).with_delimiter(delim).build(&mut buf);
             for b in &batches {
                 w.write(b)?;
             }
         }
         Format::Json => {
-            let mut w = arrow::json::ArrayWriter::new(&mut out);
+            let mut w = arrow::json::ArrayWriter::new(&mut buf);
             let refs: Vec<&RecordBatch> = batches.iter().collect();
             w.write_batches(&refs)?;
             w.finish()?;
-            use std::io::Write;
-            writeln!(out).map_err(|e| Error::Io { path: "<stdout>".into(), source: e })?;
+            buf.push(b'\n');
         }
     }
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(&buf)
+        .and_then(|()| out.flush())
+        .map_err(|e| Error::Io { path: "<stdout>".into(), source: e })?;
     Ok(())
 }
