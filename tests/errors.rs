@@ -46,6 +46,11 @@ fn sql_errors_are_typed() {
     assert!(matches!(db.sql("SET max_threads = 'many'"), Err(Error::InvalidArgument(_))));
     assert!(matches!(db.sql("SET no_such_setting = 1"), Err(Error::InvalidArgument(_))));
     assert!(matches!(db.sql("SELECT a FROM t SETTINGS max_threads = 99999"), Err(Error::InvalidArgument(_))));
+    assert!(matches!(db.sql("SET max_threads = -1"), Err(Error::InvalidArgument(m)) if m.contains("non-negative")));
+    assert!(matches!(db.sql("SELECT x.a FROM t"), Err(Error::UnknownTable(_))));
+    assert!(matches!(db.sql("SELECT a.b.c FROM t"), Err(Error::NotImplemented(_))));
+    // Qualified names by table name or alias work.
+    assert_eq!(db.sql("SELECT u.a, t.s FROM t AS u WHERE u.a = 2").unwrap_or_else(|e| panic!("{e}"))[0].num_rows(), 2);
     // The errors did not break the database.
     assert_eq!(db.sql("SELECT COUNT(*) FROM t").unwrap()[0].num_rows(), 1);
 }

@@ -84,7 +84,8 @@ fn setting_value(e: &Expr) -> Result<String> {
             other => Err(Error::InvalidArgument(format!("setting value {other}"))),
         },
         Expr::Identifier(i) => Ok(i.value.clone()),
-        other => Err(Error::InvalidArgument(format!("setting value {other}"))),
+        Expr::UnaryOp { op: UnaryOperator::Minus, expr } => Ok(format!("-{}", setting_value(expr)?)),
+        other => Err(Error::InvalidArgument(format!("setting value {other} is not a literal"))),
     }
 }
 
@@ -97,6 +98,8 @@ enum Item {
 
 struct Ctx<'a> {
     table: &'a Arc<Table>,
+    /// `FROM t AS alias`.
+    alias: Option<String>,
 }
 
 impl Ctx<'_> {
@@ -116,11 +119,16 @@ impl Ctx<'_> {
         match e {
             Expr::Identifier(i) => Ok(ScalarExpr::Column(self.column(&i.value)?)),
             Expr::CompoundIdentifier(parts) => {
-                let last = parts.last().ok_or_else(|| Error::plan("empty identifier"))?;
-                if parts.len() == 2 && !parts[0].value.eq_ignore_ascii_case(self.table.name()) {
-                    return Err(Error::UnknownTable(parts[0].value.clone()));
+                let [qualifier, column] = parts.as_slice() else {
+                    return Err(Error::not_implemented(format!("qualified name {e}")));
+                };
+                let q = &qualifier.value;
+                let known = q.eq_ignore_ascii_case(self.table.name())
+                    || self.alias.as_ref().is_some_and(|a| a.eq_ignore_ascii_case(q));
+                if !known {
+                    return Err(Error::UnknownTable(q.clone()));
                 }
-                Ok(ScalarExpr::Column(self.column(&last.value)?))
+                Ok(ScalarExpr::Column(self.column(&column.value)?))
             }
             Expr::Nested(inner) => self.scalar(inner),
             Expr::Extract { field: DateTimeField::Minute, expr, .. } => self.minute(expr),
@@ -384,18 +392,18 @@ fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Table>>) -> R
     if select.top.is_some() || select.into.is_some() || select.prewhere.is_some() || select.qualify.is_some() {
         return Err(Error::not_implemented("TOP/INTO/PREWHERE/QUALIFY"));
     }
-    let table = match select.from.as_slice() {
+    let (table, alias) = match select.from.as_slice() {
         [t] if t.joins.is_empty() => match &t.relation {
-            TableFactor::Table { name, args: None, .. } => {
+            TableFactor::Table { name, args: None, alias, .. } => {
                 let n = object_name(name);
-                catalog(&n).ok_or(Error::UnknownTable(n))?
+                (catalog(&n).ok_or(Error::UnknownTable(n))?, alias.as_ref().map(|a| a.name.value.clone()))
             }
             _ => return Err(Error::not_implemented("FROM other than a table name")),
         },
         [] => return Err(Error::not_implemented("SELECT without FROM")),
         _ => return Err(Error::not_implemented("joins")),
     };
-    let ctx = Ctx { table: &table };
+    let ctx = Ctx { table: &table, alias };
 
     // SELECT list.
     let mut items: Vec<(String, Item, Option<String>)> = Vec::new(); // (name, item, alias)
