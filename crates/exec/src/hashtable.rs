@@ -26,6 +26,7 @@ const MIN_SLOTS: usize = 16;
 /// `n` zero words, written now. (`vec![0; n]` maps the shared zero page lazily; the first
 /// write to each page then takes a copy-on-write fault with a TLB-shootdown IPI, which
 /// measured 20% of Q33's time.)
+#[allow(clippy::slow_vector_initialization)] // reason: eager zeroing is the point, see above
 fn zeroed(n: usize) -> Vec<u64> {
     let mut v = Vec::with_capacity(n);
     v.resize(n, 0);

@@ -77,14 +77,13 @@ pub(crate) fn execute(
             kept.push(batch);
             // Top-N: compact to the best `want` rows once twice that many are kept, so the
             // work stays linear in the input (each row is sorted O(1) times on average).
-            if let Some(w) = want {
-                if !plan.order.order_by.is_empty() && *kept_rows > w.saturating_mul(2).max(MIN_COMPACT_ROWS) {
+            if let Some(w) = want
+                && !plan.order.order_by.is_empty() && *kept_rows > w.saturating_mul(2).max(MIN_COMPACT_ROWS) {
                     let merged = concat_batches(&schema, kept.iter())?;
                     let best = order_and_limit(merged, &local, all_cols)?;
                     *kept_rows = best.num_rows();
                     *kept = vec![best];
                 }
-            }
             Ok(())
         },
     )?;

@@ -168,11 +168,10 @@ impl Ctx<'_> {
         if let Expr::Function(f) = e {
             let name = object_name(&f.name).to_ascii_lowercase();
             if let Some(func) = agg_func(&name) {
-                if let FunctionArguments::List(l) = &f.args {
-                    if l.duplicate_treatment == Some(ast::DuplicateTreatment::Distinct) {
+                if let FunctionArguments::List(l) = &f.args
+                    && l.duplicate_treatment == Some(ast::DuplicateTreatment::Distinct) {
                         return Err(Error::not_implemented(format!("{}(DISTINCT ..)", name.to_uppercase())));
                     }
-                }
                 if f.filter.is_some() || f.over.is_some() {
                     return Err(Error::not_implemented(format!("{e}")));
                 }
@@ -522,11 +521,10 @@ fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Table>>) -> R
                     Item::Agg(a) => aggs.iter().position(|x| x == a).map(AggOutput::Agg),
                     Item::Scalar(s) => keys.iter().position(|k| k == s).map(AggOutput::Key),
                 };
-                if let Some(src) = probe {
-                    if let Some(i) = output.iter().position(|(_, s)| *s == src) {
+                if let Some(src) = probe
+                    && let Some(i) = output.iter().position(|(_, s)| *s == src) {
                         return Ok(i);
                     }
-                }
                 add(item, name, &mut aggs, &mut output)
             })?;
             order_by.push(sort_key(o, out)?);
@@ -590,11 +588,10 @@ fn resolve_order(
         }
         return Ok(pos - 1);
     }
-    if let Expr::Identifier(id) = e {
-        if let Some(i) = items.iter().position(|(_, _, a)| a.as_ref().is_some_and(|a| a.eq_ignore_ascii_case(&id.value))) {
+    if let Expr::Identifier(id) = e
+        && let Some(i) = items.iter().position(|(_, _, a)| a.as_ref().is_some_and(|a| a.eq_ignore_ascii_case(&id.value))) {
             return Ok(i);
         }
-    }
     let item = ctx.item(e)?;
     add(&item, &e.to_string())
 }
