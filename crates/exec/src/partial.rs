@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array, UInt64Array};
+use arrow::array::{Array, ArrayRef, AsArray, PrimitiveArray};
 use arrow::datatypes::*;
 use rayon::prelude::*;
 use tessera_common::{Error, Result};
@@ -25,79 +25,78 @@ use crate::accum::Accumulator;
 use crate::hashtable::{GroupTable, PARTITIONS, partition_of};
 use crate::keys::GroupKey;
 
-/// Aggregate input values of scattered rows, widened to 64 bits.
-#[derive(Debug)]
-pub(crate) enum RawVals {
-    /// COUNT(*): no input.
-    None,
-    /// Signed integers, dates (days), timestamps (seconds), and unsigned up to 32 bits.
-    I64(Vec<i64>),
-    /// UInt64.
-    U64(Vec<u64>),
-    /// Floats.
-    F64(Vec<f64>),
-}
-
-impl RawVals {
-    fn empty_like(input: Option<&ArrayRef>, capacity: usize) -> RawVals {
-        match input.map(|a| a.data_type()) {
-            None | Some(DataType::Utf8 | DataType::Binary) => RawVals::None,
-            Some(DataType::UInt64) => RawVals::U64(Vec::with_capacity(capacity)),
-            Some(DataType::Float32 | DataType::Float64) => RawVals::F64(Vec::with_capacity(capacity)),
-            Some(_) => RawVals::I64(Vec::with_capacity(capacity)),
+/// Aggregate input values of scattered rows, in their native width (dates as Int32 days,
+/// timestamps as Int64 seconds: the accumulators keep the logical type).
+macro_rules! raw_vals {
+    ($($variant:ident($native:ty, $arrow:ty)),* $(,)?) => {
+        #[derive(Debug)]
+        pub(crate) enum RawVals {
+            /// COUNT(*), or COUNT(col) of a string column without NULLs: no values.
+            None,
+            $($variant(Vec<$native>),)*
         }
-    }
 
-    /// The selected values of `input` (`sel[i]`, or all rows).
-    fn gather(input: Option<&ArrayRef>, sel: Option<&[u32]>) -> Result<RawVals> {
-        let Some(arr) = input else { return Ok(RawVals::None) };
-        macro_rules! go {
-            ($t:ty, $variant:ident, $conv:expr) => {{
-                let v = arr.as_primitive::<$t>().values();
-                let f = $conv;
-                RawVals::$variant(match sel {
-                    None => v.iter().map(|&x| f(x)).collect(),
-                    Some(s) => s.iter().map(|&i| f(v[i as usize])).collect(),
+        impl RawVals {
+            fn empty_like(input: Option<&ArrayRef>, capacity: usize) -> RawVals {
+                let Some(arr) = input else { return RawVals::None };
+                match arr.data_type() {
+                    $(t if t == &<$arrow>::DATA_TYPE => RawVals::$variant(Vec::with_capacity(capacity)),)*
+                    DataType::Date32 => RawVals::I32(Vec::with_capacity(capacity)),
+                    DataType::Timestamp(TimeUnit::Second, _) => RawVals::I64(Vec::with_capacity(capacity)),
+                    _ => RawVals::None,
+                }
+            }
+
+            /// The selected values of `input` (`sel[i]`, or all rows).
+            fn gather(input: Option<&ArrayRef>, sel: Option<&[u32]>) -> Result<RawVals> {
+                fn pick<T: Copy>(v: &[T], sel: Option<&[u32]>) -> Vec<T> {
+                    match sel {
+                        None => v.to_vec(),
+                        Some(s) => s.iter().map(|&i| v[i as usize]).collect(),
+                    }
+                }
+                let Some(arr) = input else { return Ok(RawVals::None) };
+                Ok(match arr.data_type() {
+                    $(t if t == &<$arrow>::DATA_TYPE => RawVals::$variant(pick(arr.as_primitive::<$arrow>().values(), sel)),)*
+                    DataType::Date32 => RawVals::I32(pick(arr.as_primitive::<Date32Type>().values(), sel)),
+                    DataType::Timestamp(TimeUnit::Second, _) => {
+                        RawVals::I64(pick(arr.as_primitive::<TimestampSecondType>().values(), sel))
+                    }
+                    DataType::Utf8 | DataType::Binary => RawVals::None,
+                    other => return Err(Error::internal(format!("scatter of aggregate input {other}"))),
                 })
-            }};
-        }
-        Ok(match arr.data_type() {
-            DataType::Int8 => go!(Int8Type, I64, |x: i8| x as i64),
-            DataType::Int16 => go!(Int16Type, I64, |x: i16| x as i64),
-            DataType::Int32 => go!(Int32Type, I64, |x: i32| x as i64),
-            DataType::Int64 => go!(Int64Type, I64, |x: i64| x),
-            DataType::UInt8 => go!(UInt8Type, I64, |x: u8| x as i64),
-            DataType::UInt16 => go!(UInt16Type, I64, |x: u16| x as i64),
-            DataType::UInt32 => go!(UInt32Type, I64, |x: u32| x as i64),
-            DataType::UInt64 => go!(UInt64Type, U64, |x: u64| x),
-            DataType::Date32 => go!(Date32Type, I64, |x: i32| x as i64),
-            DataType::Timestamp(TimeUnit::Second, _) => go!(TimestampSecondType, I64, |x: i64| x),
-            DataType::Float32 => go!(Float32Type, F64, |x: f32| x as f64),
-            DataType::Float64 => go!(Float64Type, F64, |x: f64| x),
-            // COUNT(col) of a string column without NULLs counts rows.
-            DataType::Utf8 | DataType::Binary => RawVals::None,
-            other => return Err(Error::internal(format!("scatter of aggregate input {other}"))),
-        })
-    }
+            }
 
-    fn push_from(&mut self, src: &RawVals, i: usize) {
-        match (self, src) {
-            (RawVals::I64(d), RawVals::I64(s)) => d.push(s[i]),
-            (RawVals::U64(d), RawVals::U64(s)) => d.push(s[i]),
-            (RawVals::F64(d), RawVals::F64(s)) => d.push(s[i]),
-            _ => {}
-        }
-    }
+            #[inline]
+            fn push_from(&mut self, src: &RawVals, i: usize) {
+                match (self, src) {
+                    $((RawVals::$variant(d), RawVals::$variant(s)) => d.push(s[i]),)*
+                    _ => {}
+                }
+            }
 
-    fn into_array(self) -> Option<ArrayRef> {
-        match self {
-            RawVals::None => None,
-            RawVals::I64(v) => Some(Arc::new(Int64Array::from(v))),
-            RawVals::U64(v) => Some(Arc::new(UInt64Array::from(v))),
-            RawVals::F64(v) => Some(Arc::new(Float64Array::from(v))),
+            fn into_array(self) -> Option<ArrayRef> {
+                match self {
+                    RawVals::None => None,
+                    $(RawVals::$variant(v) => Some(Arc::new(PrimitiveArray::<$arrow>::from(v)) as ArrayRef),)*
+                }
+            }
         }
-    }
+    };
 }
+
+raw_vals!(
+    I8(i8, Int8Type),
+    I16(i16, Int16Type),
+    I32(i32, Int32Type),
+    I64(i64, Int64Type),
+    U8(u8, UInt8Type),
+    U16(u16, UInt16Type),
+    U32(u32, UInt32Type),
+    U64(u64, UInt64Type),
+    F32(f32, Float32Type),
+    F64(f64, Float64Type),
+);
 
 /// Rows of one radix partition, not yet aggregated.
 #[derive(Debug)]
