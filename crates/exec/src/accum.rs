@@ -139,6 +139,24 @@ impl Accumulator {
         self.input_type.as_ref().is_some_and(is_float)
     }
 
+    /// Reserves room for `n` more groups (no growth copies up to there).
+    pub(crate) fn reserve(&mut self, n: usize) {
+        self.count.reserve(n);
+        match &mut self.sums {
+            Some(Sums::Narrow(v)) => v.reserve(n),
+            Some(Sums::Wide(v)) => v.reserve(n),
+            Some(Sums::Float(v)) => v.reserve(n),
+            None => {}
+        }
+        if self.is_min_max() {
+            if self.float_input() {
+                self.ext_float.reserve(n);
+            } else {
+                self.ext_int.reserve(n);
+            }
+        }
+    }
+
     /// Grows the state to `n` groups (new groups start empty).
     pub(crate) fn resize(&mut self, n: usize) {
         self.count.resize(n, 0);

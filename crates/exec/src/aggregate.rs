@@ -135,8 +135,7 @@ where
     let input_chunks: Vec<Option<&[ArrayRef]>> =
         plan.aggs.iter().map(|a| a.input.and_then(|c| ctx.cols[c].as_ref().map(|c| c.as_slice()))).collect();
     let scatter = scatter_ok(&input_chunks);
-    let threads = ctx.settings.max_threads.max(1);
-    let rows_per_worker = plan.table.num_rows().div_ceil(threads);
+    let total_rows = plan.table.num_rows();
 
     // Phase 1: partial aggregation per worker.
     let partials = run_morsels(
@@ -166,7 +165,9 @@ where
             w.hashes.clear();
             w.hashes.extend(w.keys.iter().map(|k| k.hash64()));
             let inputs = ctx.agg_inputs(m)?;
-            let expect = rows_per_worker.saturating_sub(w.rows_in - n);
+            // A worker may take any share of the morsels: reserve for all rows not yet
+            // seen (an upper bound; capacity never touched costs address space only).
+            let expect = total_rows.saturating_sub(w.rows_in - n);
             if threshold == 0 {
                 w.table.grow_up(scatter, expect, &inputs, &new_accs);
             }

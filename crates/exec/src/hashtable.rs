@@ -55,8 +55,11 @@ pub(crate) struct GroupTable<K> {
 
 impl<K: GroupKey> GroupTable<K> {
     /// An empty table sized for `groups` groups without growing.
-    pub(crate) fn new(accs: Vec<Accumulator>, groups: usize) -> Self {
+    pub(crate) fn new(mut accs: Vec<Accumulator>, groups: usize) -> Self {
         let n = (groups * 2).next_power_of_two().max(MIN_SLOTS);
+        for a in &mut accs {
+            a.reserve(groups);
+        }
         GroupTable { keys: Vec::with_capacity(groups), hashes: Vec::with_capacity(groups), accs, slots: zeroed(n) }
     }
 

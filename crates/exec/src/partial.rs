@@ -67,11 +67,17 @@ macro_rules! raw_vals {
                 })
             }
 
-            #[inline]
-            fn push_from(&mut self, src: &RawVals, i: usize) {
-                match (self, src) {
-                    $((RawVals::$variant(d), RawVals::$variant(s)) => d.push(s[i]),)*
-                    _ => {}
+            /// Appends value `i` to aggregate `a` of partition `pids[i]`, for every `i`.
+            fn scatter<K>(&self, pids: &[u8], parts: &mut [Scattered<K>], a: usize) {
+                match self {
+                    RawVals::None => {}
+                    $(RawVals::$variant(src) => {
+                        for (&v, &p) in src.iter().zip(pids) {
+                            if let RawVals::$variant(d) = &mut parts[p as usize].vals[a] {
+                                d.push(v);
+                            }
+                        }
+                    })*
                 }
             }
 
@@ -217,14 +223,15 @@ impl<K: GroupKey> Partial<K> {
                 }
             }
             Partial::Scatter { parts, .. } => {
-                let raws: Vec<RawVals> = inputs.iter().map(|i| RawVals::gather(*i, sel)).collect::<Result<_>>()?;
-                for (i, (k, &h)) in keys.drain(..).zip(hashes).enumerate() {
-                    let p = &mut parts[partition_of(h)];
-                    p.keys.push(k);
-                    p.hashes.push(h);
-                    for (dst, src) in p.vals.iter_mut().zip(&raws) {
-                        dst.push_from(src, i);
-                    }
+                scratch.pids.clear();
+                scratch.pids.extend(hashes.iter().map(|&h| partition_of(h) as u8));
+                for ((k, &h), &p) in keys.drain(..).zip(hashes).zip(&scratch.pids) {
+                    let part = &mut parts[p as usize];
+                    part.keys.push(k);
+                    part.hashes.push(h);
+                }
+                for (a, input) in inputs.iter().enumerate() {
+                    RawVals::gather(*input, sel)?.scatter(&scratch.pids, parts, a);
                 }
             }
         }
@@ -236,6 +243,8 @@ impl<K: GroupKey> Partial<K> {
 #[derive(Default)]
 pub(crate) struct Scratch {
     gids: Vec<u32>,
+    /// Radix partition of each selected row (scatter).
+    pids: Vec<u8>,
     rows: Vec<u32>,
     buckets: Vec<Vec<u32>>,
 }
