@@ -12,7 +12,6 @@ use arrow::datatypes::{
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
-use std::time::Instant;
 
 const TS: DataType = DataType::Timestamp(TimeUnit::Second, None);
 
