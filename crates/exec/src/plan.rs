@@ -48,7 +48,8 @@ pub enum Predicate {
     Or(Vec<Predicate>),
     /// Negation.
     Not(Box<Predicate>),
-    /// A constant condition (e.g. a literal out of the column type's range).
+    /// A constant condition (for plans built through the API; the SQL planner folds
+    /// out-of-range literals in the comparison kernels instead).
     Const(bool),
 }
 
