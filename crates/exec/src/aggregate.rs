@@ -25,7 +25,7 @@ use tessera_common::{ColumnChunks, Error, Result, Settings};
 
 use crate::Profile;
 use crate::accum::{Accumulator, OrdVal};
-use crate::filter::{evaluate, selection};
+use crate::filter::{evaluate, morsel_columns, selection};
 use crate::hashtable::GroupTable;
 use crate::partial::{Partial, Scratch, finalize_partitioned, scatter_ok};
 use crate::keys::{GroupKey, KeyReader, Layout, choose_layout, key_array};
@@ -43,10 +43,6 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    fn morsel_cols(&self, m: usize) -> Vec<Option<ArrayRef>> {
-        self.cols.iter().map(|c| c.as_ref().map(|c| c[m].clone())).collect()
-    }
-
     /// The input column chunk of each aggregate for morsel `m` (`None` for COUNT(*)).
     fn agg_inputs(&self, m: usize) -> Result<Vec<Option<&ArrayRef>>> {
         self.plan
@@ -152,7 +148,7 @@ where
         |w: &mut Worker<K>, m| {
             let len = chunk_lens[m];
             let sel = match &ctx.plan.filter {
-                Some(f) => selection(&evaluate(f, &ctx.morsel_cols(m), len)?),
+                Some(f) => selection(&evaluate(f, &morsel_columns(ctx.cols, m), len)?),
                 None => None,
             };
             let sel = sel.as_deref();

@@ -5,7 +5,7 @@ use arrow::array::{Array, ArrayRef, AsArray, BooleanArray};
 use arrow::buffer::{BooleanBuffer, Buffer};
 use arrow::compute::kernels::cmp;
 use arrow::datatypes::*;
-use tessera_common::{Error, Result};
+use tessera_common::{ColumnChunks, Error, Result};
 use tessera_kernels::{CmpOp, cmp_bytes, cmp_scalar};
 
 use crate::plan::{Predicate, Value};
@@ -96,6 +96,12 @@ fn known<const N: usize>(bits: BooleanBuffer, inputs: [&ArrayRef; N], len: usize
         Some(v) => (&bits & &v, v),
         None => (bits, BooleanBuffer::new_set(len)),
     }
+}
+
+/// Chunk `m` of every loaded column, indexed by table column (`None` where not loaded):
+/// the column view of one morsel that [`evaluate`] and the operators read.
+pub fn morsel_columns(cols: &[Option<ColumnChunks>], m: usize) -> Vec<Option<ArrayRef>> {
+    cols.iter().map(|c| c.as_ref().map(|c| c[m].clone())).collect()
 }
 
 /// Turns a filter bitmap into a selection vector (`None` when every row passes).

@@ -12,7 +12,7 @@ use tessera_kernels::minute_of_hour;
 
 use crate::Profile;
 use crate::aggregate::order_and_limit;
-use crate::filter::{evaluate, selection};
+use crate::filter::{evaluate, morsel_columns, selection};
 use crate::plan::{OrderLimit, ScalarExpr, ScanPlan};
 use crate::pool::run_morsels;
 
@@ -46,7 +46,7 @@ pub(crate) fn execute(
                 return Ok(());
             }
             let len = chunk_lens[m];
-            let mcols: Vec<Option<ArrayRef>> = cols.iter().map(|c| c.as_ref().map(|c| c[m].clone())).collect();
+            let mcols = morsel_columns(cols, m);
             let sel = match &plan.filter {
                 Some(f) => selection(&evaluate(f, &mcols, len)?),
                 None => None,
