@@ -29,6 +29,10 @@ pub(crate) struct BenchArgs {
     /// Worker threads per query (max_threads); default: vCPUs.
     #[arg(long)]
     threads: Option<usize>,
+    /// Kernel family: auto (default: env TESSERA_SIMD_LEVEL, else the best this CPU runs),
+    /// scalar, avx2, avx512 (x86_64), neon, sve (aarch64).
+    #[arg(long, value_name = "LEVEL")]
+    simd_level: Option<String>,
     /// Write the results as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -67,7 +71,10 @@ struct QueryResult {
 struct Report {
     tessera_version: &'static str,
     git_hash: &'static str,
+    /// Kernel family the queries ran with.
     simd_level: &'static str,
+    /// Families compiled into the binary (build-time `TESSERA_SIMD`).
+    simd_compiled: &'static str,
     machine: Machine,
     threads: usize,
     runs: usize,
@@ -124,6 +131,10 @@ pub(crate) fn run(args: BenchArgs) -> Result<()> {
         }
         db.set("max_threads", &t.to_string())?;
     }
+    if let Some(l) = &args.simd_level {
+        db.set("simd_level", l)?;
+    }
+    let simd_level = db.settings().kernels()?.level.name();
     let path = match &args.load {
         Some(spec) => {
             let (name, path) = parse_load(spec)?;
@@ -160,7 +171,7 @@ pub(crate) fn run(args: BenchArgs) -> Result<()> {
     let table_rows = db.table("hits").map_or(0, |t| t.num_rows());
     let threads = db.settings().max_threads;
     eprintln!(
-        "hits: {table_rows} rows from {} (columns loaded in {load_seconds:.2} s); {threads} threads; {} runs after 1 warm-up",
+        "hits: {table_rows} rows from {} (columns loaded in {load_seconds:.2} s); {threads} threads; {simd_level} kernels; {} runs after 1 warm-up",
         path.display(),
         args.runs
     );
@@ -202,7 +213,8 @@ pub(crate) fn run(args: BenchArgs) -> Result<()> {
     let report = Report {
         tessera_version: b.version,
         git_hash: b.git_hash,
-        simd_level: b.simd_level,
+        simd_level,
+        simd_compiled: b.simd_compiled,
         machine: Machine {
             arch: b.target_arch,
             cpu_model: cpu_model(),
