@@ -8,7 +8,7 @@ use arrow::datatypes::*;
 use tessera_common::{ColumnChunks, Error, Result};
 use tessera_kernels::{CmpOp, Kernels, SelectInt, cmp_bytes, cmp_scalar};
 
-use crate::plan::{Predicate, Value};
+use crate::plan::{LikePattern, Predicate, Value};
 
 /// Rows of a morsel that pass the filter: `None` means all rows.
 pub type Selection = Option<Vec<u32>>;
@@ -71,6 +71,11 @@ fn evaluate3(
         Predicate::Cmp { column, op, value } => {
             let arr = column_of(cols, *column)?;
             let bits = cmp_column(arr, *op, value, kern)?;
+            known(bits, [arr], len)
+        }
+        Predicate::Like { column, pattern } => {
+            let arr = column_of(cols, *column)?;
+            let bits = like_column(arr, pattern, kern)?;
             known(bits, [arr], len)
         }
         Predicate::CmpColumns { left, op, right } => {
@@ -194,6 +199,28 @@ fn cmp_column(arr: &ArrayRef, op: CmpOp, value: &Value, kern: &Kernels) -> Resul
         other => return Err(Error::internal(format!("filter on unsupported type {other}"))),
     }
     Ok(from_words(words, len))
+}
+
+fn like_column(arr: &ArrayRef, pattern: &LikePattern, kern: &Kernels) -> Result<BooleanBuffer> {
+    if !matches!(arr.data_type(), DataType::Utf8 | DataType::Binary) {
+        return Err(Error::internal(format!("LIKE on a {} column", arr.data_type())));
+    }
+    let (offsets, data) = string_parts(arr);
+    let mut words = Vec::new();
+    let rows = |f: &dyn Fn(&[u8]) -> bool, words: &mut Vec<u64>| {
+        let lens: Vec<u32> = (0..offsets.len() - 1).map(|i| i as u32).collect();
+        tessera_kernels::scalar::pack(&lens, words, |i| {
+            let i = i as usize;
+            f(&data[offsets[i] as usize..offsets[i + 1] as usize])
+        })
+    };
+    match pattern {
+        LikePattern::Contains(n) => (kern.contains)(offsets, data, n, &mut words),
+        LikePattern::Prefix(p) => rows(&|s| s.starts_with(p), &mut words),
+        LikePattern::Suffix(p) => rows(&|s| s.ends_with(p), &mut words),
+        LikePattern::Exact(p) => cmp_bytes(offsets, data, CmpOp::Eq, p, &mut words),
+    }
+    Ok(from_words(words, arr.len()))
 }
 
 /// The offsets (rows + 1) and value bytes of a Utf8 or Binary array.
