@@ -64,7 +64,7 @@ fn simd_cfgs(arch: &str) {
             (true, false) => &["avx2"],
             _ => &[],
         },
-        ("aarch64", "native") => match (has("neon") && has("crc"), has("sve")) {
+        ("aarch64", "native") => match (has("neon"), has("sve")) {
             (true, true) => &["neon", "sve"],
             (true, false) => &["neon"],
             _ => &[],

@@ -1,8 +1,7 @@
-//! AVX2 kernels (x86_64, with SSE4.2 for CRC32C and POPCNT).
+//! AVX2 kernels (x86_64, with SSE4.2 and POPCNT).
 //!
 //! Hand-written: 64-bit key hashing (AVX2 has no 64-bit lane multiply, so `fmix64`'s
-//! multiplies are built from three `vpmuludq`/`vpmulld`), string hashing with the `crc32q`
-//! instruction, comparisons to bitmaps through `vpcmpgt`/`vpcmpeq` + `vmovmskp*`,
+//! multiplies are built from three `vpmuludq`/`vpmulld`), comparisons to bitmaps through `vpcmpgt`/`vpcmpeq` + `vmovmskp*`,
 //! "string is (not) empty" over offsets, minute-of-hour in `f64` lanes, and the substring
 //! search (first/last-byte filter, Muła's "SIMD-friendly algorithms for substring searching").
 //! The other kernels are the scalar bodies compiled with these features.
@@ -15,7 +14,7 @@ use std::arch::x86_64::*;
 use crate::scalar::{self, FMIX1, FMIX2, FOLD, SEED0, SEED1};
 use crate::{CmpOp, KernelInt};
 
-crate::portable!("avx2,sse4.2,popcnt"; count, bitmap_to_indices, partition_ids, radix_scatter_u64, sum, min, max);
+crate::portable!("avx2,sse4.2,popcnt"; hash_strs, count, bitmap_to_indices, partition_ids, radix_scatter_u64, sum, min, max);
 
 /// `a * b` modulo 2^64 per 64-bit lane, from 32-bit multiplies.
 #[inline(always)]
@@ -114,17 +113,6 @@ pub(crate) unsafe fn hash_u128(keys: &[u128], out: &mut [u64]) {
 /// # Safety
 /// The CPU must have AVX2, SSE4.2 and POPCNT.
 #[target_feature(enable = "avx2,sse4.2,popcnt")]
-pub(crate) unsafe fn hash_strs(strs: &[&[u8]], out: &mut [u64]) {
-    assert_eq!(strs.len(), out.len(), "hash output length");
-    for (o, s) in out.iter_mut().zip(strs) {
-        // SSE4.2 is enabled for this function, so the CRC32C instruction is safe to call.
-        *o = scalar::hash_bytes_with(s, |c, w| _mm_crc32_u64(c as u64, w) as u32);
-    }
-}
-
-/// # Safety
-/// The CPU must have AVX2, SSE4.2 and POPCNT.
-#[target_feature(enable = "avx2,sse4.2,popcnt")]
 pub(crate) unsafe fn str_empty(offsets: &[i32], want_empty: bool, out: &mut Vec<u64>) {
     let n = offsets.len().saturating_sub(1);
     out.reserve(n.div_ceil(64));
@@ -193,7 +181,30 @@ unsafe fn contains_one(hay: &[u8], needle: &[u8]) -> bool {
         }
         pos += 32;
     }
-    scalar::contains_one(&hay[pos..], needle)
+    if pos > last {
+        return false;
+    }
+    if last + 1 < 32 {
+        // Too short for one vector of candidate positions.
+        return scalar::contains_one(&hay[pos..], needle);
+    }
+    // One more vector ending at the last start position, overlapping the checked ones.
+    let at0 = last + 1 - 32;
+    // SAFETY: at0 + 31 = last, so both loads end inside `hay` as in the loop.
+    let mut m = unsafe {
+        let a = _mm256_loadu_si256(hay.as_ptr().add(at0).cast());
+        let b = _mm256_loadu_si256(hay.as_ptr().add(at0 + k - 1).cast());
+        eq_mask(a, first_b) & eq_mask(b, last_b)
+    };
+    m &= !((1u32 << (pos - at0)) - 1); // positions below `pos` were checked already
+    while m != 0 {
+        let at = at0 + m.trailing_zeros() as usize;
+        if hay[at + 1..at + k - 1] == needle[1..k - 1] {
+            return true;
+        }
+        m &= m - 1;
+    }
+    false
 }
 
 #[inline(always)]

@@ -6,9 +6,9 @@
 //! | family   | arch    | CPU features required at runtime                       | module      |
 //! |----------|---------|--------------------------------------------------------|-------------|
 //! | `scalar` | any     | none (portable Rust; the reference twin)               | [`scalar`]  |
-//! | `avx2`   | x86_64  | AVX2, SSE4.2 (CRC32C), POPCNT                          | `avx2`      |
+//! | `avx2`   | x86_64  | AVX2, SSE4.2, POPCNT                                   | `avx2`      |
 //! | `avx512` | x86_64  | AVX-512 F/BW/DQ/VL plus the `avx2` set                 | `avx512`    |
-//! | `neon`   | aarch64 | NEON (Advanced SIMD), CRC32                            | `neon`      |
+//! | `neon`   | aarch64 | NEON (Advanced SIMD)                                   | `neon`      |
 //! | `sve`    | aarch64 | SVE (any vector length 128..2048 bits) plus the `neon` set | `sve`   |
 //!
 //! Which families are compiled is decided by the top-level `build.rs` from the target arch
@@ -53,11 +53,11 @@ pub use scalar::{CmpOp, KernelInt, cmp_bytes, cmp_scalar, hash_bytes, hash_u64, 
 pub enum SimdLevel {
     /// Portable Rust, no ISA extension: the reference twin.
     Scalar,
-    /// x86_64 AVX2 (+ SSE4.2 CRC32C).
+    /// x86_64 AVX2 (+ SSE4.2, POPCNT).
     Avx2,
     /// x86_64 AVX-512 F/BW/DQ/VL.
     Avx512,
-    /// aarch64 NEON (+ CRC32).
+    /// aarch64 NEON (Advanced SIMD).
     Neon,
     /// aarch64 SVE, vector-length agnostic.
     Sve,
@@ -170,7 +170,7 @@ fn cpu_has(level: SimdLevel) -> bool {
         }
         #[cfg(target_arch = "aarch64")]
         SimdLevel::Neon => {
-            std::arch::is_aarch64_feature_detected!("neon") && std::arch::is_aarch64_feature_detected!("crc")
+            std::arch::is_aarch64_feature_detected!("neon")
         }
         #[cfg(target_arch = "aarch64")]
         SimdLevel::Sve => cpu_has(SimdLevel::Neon) && std::arch::is_aarch64_feature_detected!("sve"),
@@ -340,6 +340,12 @@ macro_rules! portable {
         /// The CPU must have the family's features.
         #[target_feature(enable = $feat)]
         pub(crate) unsafe fn hash_u128(k: &[u128], o: &mut [u64]) { $crate::scalar::hash_u128_batch(k, o) }
+    };
+    (@one $feat:literal hash_strs) => {
+        /// # Safety
+        /// The CPU must have the family's features.
+        #[target_feature(enable = $feat)]
+        pub(crate) unsafe fn hash_strs(k: &[&[u8]], o: &mut [u64]) { $crate::scalar::hash_strs_batch(k, o) }
     };
     (@one $feat:literal str_empty) => {
         /// # Safety

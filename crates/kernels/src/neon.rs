@@ -1,9 +1,8 @@
-//! NEON kernels (aarch64 Advanced SIMD, with the CRC32 extension; every Armv8.1+ core,
-//! Graviton 2/3/4, Apple M, Cortex-A72 and later).
+//! NEON kernels (aarch64 Advanced SIMD: every aarch64 core, Graviton 2/3/4, Apple M,
+//! Cortex-A72).
 //!
 //! Hand-written: 64-bit key hashing (NEON has no 64-bit lane multiply: `fmix64`'s
-//! multiplies are built from `umull` and `mul`/`mla` on 32-bit halves), string hashing with
-//! the `crc32cx` instruction, comparisons to bitmaps (lane masks narrowed to bytes, then
+//! multiplies are built from `umull` and `mul`/`mla` on 32-bit halves), comparisons to bitmaps (lane masks narrowed to bytes, then
 //! weighted and pairwise-added into one 64-bit word: NEON has no movemask), and "string is
 //! (not) empty" over offsets. The other kernels are the scalar bodies compiled with NEON.
 //!
@@ -15,7 +14,7 @@ use std::arch::aarch64::*;
 use crate::scalar::{self, FMIX1, FMIX2, FOLD, SEED0, SEED1};
 use crate::{CmpOp, KernelInt};
 
-crate::portable!("neon,crc"; count, bitmap_to_indices, partition_ids, radix_scatter_u64, minute_of_hour, contains, sum, min, max);
+crate::portable!("neon"; hash_strs, count, bitmap_to_indices, partition_ids, radix_scatter_u64, minute_of_hour, contains, sum, min, max);
 
 /// `a * b` modulo 2^64 per 64-bit lane, from 32-bit multiplies.
 #[inline(always)]
@@ -42,8 +41,8 @@ unsafe fn fmix(x: uint64x2_t) -> uint64x2_t {
 }
 
 /// # Safety
-/// The CPU must have NEON and CRC32.
-#[target_feature(enable = "neon,crc")]
+/// The CPU must have NEON.
+#[target_feature(enable = "neon")]
 pub(crate) unsafe fn hash_u64(keys: &[u64], out: &mut [u64]) {
     assert_eq!(keys.len(), out.len(), "hash output length");
     let seed = vdupq_n_u64(SEED0);
@@ -60,8 +59,8 @@ pub(crate) unsafe fn hash_u64(keys: &[u64], out: &mut [u64]) {
 }
 
 /// # Safety
-/// The CPU must have NEON and CRC32.
-#[target_feature(enable = "neon,crc")]
+/// The CPU must have NEON.
+#[target_feature(enable = "neon")]
 pub(crate) unsafe fn hash_u32(keys: &[u32], out: &mut [u64]) {
     assert_eq!(keys.len(), out.len(), "hash output length");
     let seed = vdupq_n_u64(SEED0);
@@ -78,8 +77,8 @@ pub(crate) unsafe fn hash_u32(keys: &[u32], out: &mut [u64]) {
 }
 
 /// # Safety
-/// The CPU must have NEON and CRC32.
-#[target_feature(enable = "neon,crc")]
+/// The CPU must have NEON.
+#[target_feature(enable = "neon")]
 pub(crate) unsafe fn hash_u128(keys: &[u128], out: &mut [u64]) {
     assert_eq!(keys.len(), out.len(), "hash output length");
     let s0 = vdupq_n_u64(SEED0);
@@ -99,17 +98,6 @@ pub(crate) unsafe fn hash_u128(keys: &[u128], out: &mut [u64]) {
         i += 2;
     }
     scalar::hash_u128_batch(&keys[i..], &mut out[i..]);
-}
-
-/// # Safety
-/// The CPU must have NEON and CRC32.
-#[target_feature(enable = "neon,crc")]
-pub(crate) unsafe fn hash_strs(strs: &[&[u8]], out: &mut [u64]) {
-    assert_eq!(strs.len(), out.len(), "hash output length");
-    for (o, s) in out.iter_mut().zip(strs) {
-        // The CRC extension is enabled for this function.
-        *o = scalar::hash_bytes_with(s, |c, w| __crc32cd(c, w));
-    }
 }
 
 /// One bitmap word from four 16-lane byte masks (0xff / 0x00 per lane), lane `16 * j + i`
@@ -238,8 +226,8 @@ cmp16_64!(i64, vld1q_s64, vdupq_n_s64, vceqq_s64, vcgtq_s64, vcgeq_s64);
 cmp16_64!(u64, vld1q_u64, vdupq_n_u64, vceqq_u64, vcgtq_u64, vcgeq_u64);
 
 /// # Safety
-/// The CPU must have NEON and CRC32.
-#[target_feature(enable = "neon,crc")]
+/// The CPU must have NEON.
+#[target_feature(enable = "neon")]
 pub(crate) unsafe fn cmp<T: KernelInt>(values: &[T], op: CmpOp, c: T, out: &mut Vec<u64>) {
     macro_rules! try_ty {
         ($($t:ty),*) => {$(
@@ -275,8 +263,8 @@ fn cmp_typed<T: Cmp16>(values: &[T], op: CmpOp, c: T, out: &mut Vec<u64>) {
 }
 
 /// # Safety
-/// The CPU must have NEON and CRC32.
-#[target_feature(enable = "neon,crc")]
+/// The CPU must have NEON.
+#[target_feature(enable = "neon")]
 pub(crate) unsafe fn str_empty(offsets: &[i32], want_empty: bool, out: &mut Vec<u64>) {
     let n = offsets.len().saturating_sub(1);
     out.reserve(n.div_ceil(64));

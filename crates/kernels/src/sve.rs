@@ -6,7 +6,7 @@
 //! `#[target_feature(enable = "sve")]` functions: 64-bit key hashing (`mul z.d` is a 64-bit
 //! lane multiply, which NEON lacks), 32-bit keys widened by `ld1w` into 64-bit lanes, and
 //! 128-bit keys de-interleaved by `ld2d`. The comparison, empty-string and string-hash
-//! kernels are NEON's (bitmaps are NEON-shaped; CRC32C is a scalar instruction); the rest
+//! kernels are NEON's (bitmaps are NEON-shaped; the string hash is per string); the rest
 //! are the scalar bodies compiled with SVE enabled, which LLVM may vectorise with SVE.
 //!
 //! Every function is `unsafe` only because it needs the CPU features named in its
@@ -17,12 +17,12 @@ use std::arch::asm;
 
 use crate::scalar::{FMIX1, FMIX2, FOLD, SEED0, SEED1};
 
-crate::portable!("sve,neon,crc"; count, bitmap_to_indices, partition_ids, radix_scatter_u64, minute_of_hour, contains, sum, min, max);
+crate::portable!("sve,neon"; count, bitmap_to_indices, partition_ids, radix_scatter_u64, minute_of_hour, contains, sum, min, max);
 pub(crate) use crate::neon::{cmp, hash_strs, str_empty};
 
 /// # Safety
-/// The CPU must have SVE, NEON and CRC32.
-#[target_feature(enable = "sve,neon,crc")]
+/// The CPU must have SVE and NEON.
+#[target_feature(enable = "sve,neon")]
 pub(crate) unsafe fn hash_u64(keys: &[u64], out: &mut [u64]) {
     assert_eq!(keys.len(), out.len(), "hash output length");
     if keys.is_empty() {
@@ -68,8 +68,8 @@ pub(crate) unsafe fn hash_u64(keys: &[u64], out: &mut [u64]) {
 }
 
 /// # Safety
-/// The CPU must have SVE, NEON and CRC32.
-#[target_feature(enable = "sve,neon,crc")]
+/// The CPU must have SVE and NEON.
+#[target_feature(enable = "sve,neon")]
 pub(crate) unsafe fn hash_u32(keys: &[u32], out: &mut [u64]) {
     assert_eq!(keys.len(), out.len(), "hash output length");
     if keys.is_empty() {
@@ -114,8 +114,8 @@ pub(crate) unsafe fn hash_u32(keys: &[u32], out: &mut [u64]) {
 }
 
 /// # Safety
-/// The CPU must have SVE, NEON and CRC32.
-#[target_feature(enable = "sve,neon,crc")]
+/// The CPU must have SVE and NEON.
+#[target_feature(enable = "sve,neon")]
 pub(crate) unsafe fn hash_u128(keys: &[u128], out: &mut [u64]) {
     assert_eq!(keys.len(), out.len(), "hash output length");
     if keys.is_empty() {
