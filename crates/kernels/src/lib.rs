@@ -321,6 +321,7 @@ pub(crate) use family_table;
 /// bodies for the family's features (LLVM auto-vectorises them with the wider registers)
 /// for every kernel the module does not hand-write. Each entry names the kernel; the macro
 /// knows its signature.
+#[allow(unused_macros)] // reason: unused when TESSERA_SIMD=scalar compiles no family
 macro_rules! portable {
     ($feat:literal; $($name:ident),* $(,)?) => { $( $crate::portable!(@one $feat $name); )* };
     (@one $feat:literal hash_u32) => {
@@ -422,6 +423,7 @@ macro_rules! portable {
         pub(crate) unsafe fn max<T: $crate::KernelInt>(v: &[T], s: Option<&[u64]>) -> Option<T> { $crate::scalar::max(v, s) }
     };
 }
+#[allow(unused_imports)] // reason: unused when TESSERA_SIMD=scalar compiles no family
 pub(crate) use portable;
 
 /// The scalar family's functions under the names the tables expect (safe: no features).
