@@ -4,8 +4,19 @@
 //! - `TESSERA_GIT_HASH`: short git hash of the source tree (or `unknown`);
 //! - `TESSERA_TARGET_ARCH`: the target architecture.
 //!
-//! The SIMD-family selection (`TESSERA_SIMD=auto|scalar|avx2|avx512|neon|sve`) will be read
-//! here and turned into cfgs when the ISA kernels land.
+//! - `TESSERA_SIMD_BUILD`: the build-time SIMD selection (`TESSERA_SIMD`, default `auto`);
+//! - `TESSERA_SIMD_COMPILED`: the kernel families compiled, e.g. `scalar,avx2,avx512`.
+//!
+//! and the cfgs `tessera_avx2`, `tessera_avx512`, `tessera_neon`, `tessera_sve`, one per
+//! kernel family compiled (`tessera-kernels` gates its modules on them). `TESSERA_SIMD`:
+//! - `auto` (default): every family of the target arch; runtime dispatch picks one;
+//! - `native`: the families the target features enable statically
+//!   (`RUSTFLAGS="-C target-cpu=native"`), like ClickHouse's `ARCH_NATIVE`;
+//! - `scalar`: none (portable code only);
+//! - `avx2` / `avx512` (x86_64), `neon` / `sve` (aarch64): that family and the ones below
+//!   it (`avx512` includes `avx2`, `sve` includes `neon`), like `ENABLE_AVX2`/`ENABLE_AVX512`.
+//!
+//! A family that does not belong to the target arch is a build error, with the reason.
 
 use std::process::Command;
 
@@ -22,10 +33,57 @@ fn main() {
     let arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_else(|_| "unknown".into());
     println!("cargo:rustc-env=TESSERA_TARGET_ARCH={arch}");
     println!("cargo:rerun-if-env-changed=TESSERA_SIMD");
+    simd_cfgs(&arch);
     // Re-run when HEAD moves so the hash stays right (paths relative to the package dir).
     for p in ["../../.git/HEAD", "../../.git/refs/heads", ".git/HEAD", ".git/refs/heads"] {
         if std::path::Path::new(p).exists() {
             println!("cargo:rerun-if-changed={p}");
         }
     }
+}
+
+/// Emits one cfg per kernel family to compile (see the module docs).
+fn simd_cfgs(arch: &str) {
+    println!("cargo::rustc-check-cfg=cfg(tessera_avx2, tessera_avx512, tessera_neon, tessera_sve)");
+    let mode = std::env::var("TESSERA_SIMD").unwrap_or_default().trim().to_ascii_lowercase();
+    let mode = if mode.is_empty() { "auto".to_string() } else { mode };
+    let feats = std::env::var("CARGO_CFG_TARGET_FEATURE").unwrap_or_default();
+    let has = |f: &str| feats.split(',').any(|x| x == f);
+    let avx512 = has("avx512f") && has("avx512bw") && has("avx512dq") && has("avx512vl");
+    let families: &[&str] = match (arch, mode.as_str()) {
+        (_, "scalar") => &[],
+        ("x86_64", "auto") => &["avx2", "avx512"],
+        ("aarch64", "auto") => &["neon", "sve"],
+        (_, "auto") => &[],
+        ("x86_64", "avx2") => &["avx2"],
+        ("x86_64", "avx512") => &["avx2", "avx512"],
+        ("aarch64", "neon") => &["neon"],
+        ("aarch64", "sve") => &["neon", "sve"],
+        ("x86_64", "native") => match (has("avx2") && has("sse4.2"), avx512) {
+            (true, true) => &["avx2", "avx512"],
+            (true, false) => &["avx2"],
+            _ => &[],
+        },
+        ("aarch64", "native") => match (has("neon"), has("sve")) {
+            (true, true) => &["neon", "sve"],
+            (true, false) => &["neon"],
+            _ => &[],
+        },
+        (_, "native") => &[],
+        (arch, other) => panic!(
+            "TESSERA_SIMD={other} is not valid for target arch {arch}: expected auto, native, scalar{}",
+            match arch {
+                "x86_64" => ", avx2 or avx512",
+                "aarch64" => ", neon or sve",
+                _ => "",
+            }
+        ),
+    };
+    for f in families {
+        println!("cargo:rustc-cfg=tessera_{f}");
+    }
+    let mut compiled = vec!["scalar"];
+    compiled.extend_from_slice(families);
+    println!("cargo:rustc-env=TESSERA_SIMD_BUILD={mode}");
+    println!("cargo:rustc-env=TESSERA_SIMD_COMPILED={}", compiled.join(","));
 }

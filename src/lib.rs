@@ -25,4 +25,4 @@ pub use tessera_datasets as datasets;
 pub use tessera_engine::{CancelToken, Database, Profile, RecordBatchIter};
 
 /// Build facts: version, git hash, target arch, kernel family.
-pub use tessera_kernels::{BuildInfo, build_info};
+pub use tessera_kernels::{BuildInfo, Kernels, SimdLevel, SimdLevelError, build_info};

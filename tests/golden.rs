@@ -118,6 +118,17 @@ fn golden_answers_default_settings() {
     run_all(&Settings::default());
 }
 
+/// The same answers from every kernel family this build and CPU run (scalar, AVX2 and
+/// AVX-512 on x86_64; NEON and SVE on aarch64), forced per query with `simd_level`.
+#[test]
+fn golden_answers_every_simd_level() {
+    for level in tessera::SimdLevel::available() {
+        let mut s = Settings::default();
+        s.set("simd_level", level.name()).unwrap();
+        run_all(&s);
+    }
+}
+
 #[test]
 fn golden_answers_one_thread_and_forced_paths() {
     let mut s = Settings::default();

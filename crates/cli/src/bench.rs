@@ -63,6 +63,10 @@ pub(crate) struct BenchArgs {
     /// concurrent_threads_soft_limit_num=2); repeatable.
     #[arg(long = "set", value_name = "NAME=VALUE")]
     set: Vec<String>,
+    /// Kernel family: auto (default: env TESSERA_SIMD_LEVEL, else the best this CPU runs),
+    /// scalar, avx2, avx512 (x86_64), neon, sve (aarch64).
+    #[arg(long, value_name = "LEVEL")]
+    simd_level: Option<String>,
     /// Write the results as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -133,7 +137,10 @@ struct ThreadScaling {
 struct Report {
     tessera_version: &'static str,
     git_hash: &'static str,
+    /// Kernel family the queries ran with.
     simd_level: &'static str,
+    /// Families compiled into the binary (build-time `TESSERA_SIMD`).
+    simd_compiled: &'static str,
     machine: Machine,
     threads: usize,
     runs: usize,
@@ -286,6 +293,7 @@ pub(crate) fn run(args: BenchArgs, cancel: &CancelToken) -> Result<()> {
         if args.threads.is_empty() { vec![None] } else { args.threads.iter().map(|&t| Some(t)).collect() };
 
     let mut points = Vec::new();
+    let mut level = "";
     for path in datasets(&args)? {
         let db = Database::new();
         for spec in &args.set {
@@ -294,6 +302,11 @@ pub(crate) fn run(args: BenchArgs, cancel: &CancelToken) -> Result<()> {
                 .ok_or_else(|| Error::InvalidArgument(format!("--set expects NAME=VALUE, got '{spec}'")))?;
             db.set(name.trim(), value.trim())?;
         }
+        if let Some(l) = &args.simd_level {
+            db.set("simd_level", l)?;
+        }
+        let simd_level = db.settings().kernels()?.level.name();
+        level = simd_level;
         // Plan every query first, so an unsupported one fails before any timing.
         let load_start = Instant::now();
         load_table(&db, "hits", &path)?;
@@ -319,7 +332,7 @@ pub(crate) fn run(args: BenchArgs, cancel: &CancelToken) -> Result<()> {
             };
             for concurrency in configs {
                 eprintln!(
-                    "hits: {table_rows} rows from {} (columns loaded in {load_seconds:.2} s); {threads} threads; {}",
+                    "hits: {table_rows} rows from {} (columns loaded in {load_seconds:.2} s); {threads} threads; {simd_level} kernels; {}",
                     path.display(),
                     match concurrency {
                         None => format!("{} runs after 1 warm-up", args.runs),
@@ -359,7 +372,7 @@ pub(crate) fn run(args: BenchArgs, cancel: &CancelToken) -> Result<()> {
     }
     let threads_scaling = thread_scaling(&points);
     print_sweeps(&points, &threads_scaling);
-    write_report(&args, points, threads_scaling)
+    write_report(&args, points, threads_scaling, level)
 }
 
 /// Speedup per query of each latency point over the point with the first `--threads`
@@ -414,7 +427,8 @@ fn print_sweeps(points: &[Point], scaling: &[ThreadScaling]) {
     }
 }
 
-fn write_report(args: &BenchArgs, points: Vec<Point>, threads_scaling: Vec<ThreadScaling>) -> Result<()> {
+/// Writes the JSON file; `simd_level` is the kernel family the queries ran with.
+fn write_report(args: &BenchArgs, points: Vec<Point>, threads_scaling: Vec<ThreadScaling>, simd_level: &'static str) -> Result<()> {
     let Some(path) = &args.json else { return Ok(()) };
     if points.is_empty() {
         return Err(Error::internal("no benchmark point measured"));
@@ -426,7 +440,8 @@ fn write_report(args: &BenchArgs, points: Vec<Point>, threads_scaling: Vec<Threa
     let report = Report {
         tessera_version: b.version,
         git_hash: b.git_hash,
-        simd_level: b.simd_level,
+        simd_level,
+        simd_compiled: b.simd_compiled,
         machine: Machine {
             arch: b.target_arch,
             cpu_model: cpu_model(),

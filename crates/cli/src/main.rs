@@ -22,10 +22,12 @@ fn long_version() -> &'static str {
     let b = tessera_kernels::build_info();
     Box::leak(
         format!(
-            "{} (git {}, {} kernels, target {}, CPU SIMD: {})",
+            "{} (git {}, {} kernels (compiled: {}; TESSERA_SIMD={}), target {}, CPU SIMD: {})",
             b.version,
             b.git_hash,
             b.simd_level,
+            b.simd_compiled,
+            b.simd_build,
             b.target_arch,
             tessera_kernels::cpu_simd_features().join(",")
         )

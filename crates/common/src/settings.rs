@@ -1,5 +1,7 @@
 //! Query settings, named as in ClickHouse where ClickHouse has the same knob.
 
+use tessera_kernels::{Kernels, SimdLevel};
+
 use crate::{Error, Result};
 
 /// Settings of a database (defaults for its queries) or of one query.
@@ -18,6 +20,11 @@ pub struct Settings {
     /// Debug: use the generic serialized key layout for every GROUP BY, so tests can check
     /// it against the specialised layouts (like DuckDB's `debug_force_*` settings).
     pub group_by_force_serialized: bool,
+    /// Kernel family for this query's hot loops (`simd_level = 'auto' | 'scalar' | 'avx2' |
+    /// 'avx512' | 'neon' | 'sve'`). `None` (`auto`) means the process default: the
+    /// environment variable `TESSERA_SIMD_LEVEL` if set, else the best family the CPU runs.
+    /// Setting a family this build or CPU lacks is an error.
+    pub simd_level: Option<SimdLevel>,
     /// Bytes one query may hold in its big buffers (hash tables, radix-partition buffers,
     /// top-N and sort buffers), ClickHouse's `max_memory_usage`; `0` = unlimited (the
     /// default). A query that would go above it fails with `Error::ResourcesExhausted`
@@ -37,6 +44,7 @@ impl Default for Settings {
             max_threads: default_threads(),
             group_by_two_level_threshold: 100_000,
             group_by_force_serialized: false,
+            simd_level: None,
             max_memory_usage: 0,
             concurrent_threads_soft_limit_num: 0,
         }
@@ -49,11 +57,25 @@ pub fn default_threads() -> usize {
 }
 
 impl Settings {
+    /// The kernel table this query runs with (see [`Settings::simd_level`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] if the level (or `TESSERA_SIMD_LEVEL`) names a family this
+    /// build or CPU lacks.
+    pub fn kernels(&self) -> Result<&'static Kernels> {
+        match self.simd_level {
+            None => Kernels::from_env(),
+            Some(l) => Kernels::for_level(l),
+        }
+        .map_err(|e| Error::InvalidArgument(e.to_string()))
+    }
+
     /// Names accepted by [`Settings::set`].
     pub const NAMES: &'static [&'static str] = &[
         "max_threads",
         "group_by_two_level_threshold",
         "group_by_force_serialized",
+        "simd_level",
         "max_memory_usage",
         "concurrent_threads_soft_limit_num",
     ];
@@ -85,6 +107,16 @@ impl Settings {
                     0 => false,
                     1 => true,
                     n => return Err(Error::InvalidArgument(format!("{name} = {n}: expected 0 or 1"))),
+                };
+            }
+            "simd_level" => {
+                let v = value.trim().trim_matches('\'');
+                self.simd_level = if v.eq_ignore_ascii_case("auto") || v.is_empty() {
+                    None
+                } else {
+                    let level = SimdLevel::parse(v).map_err(|e| Error::InvalidArgument(e.to_string()))?;
+                    Kernels::for_level(level).map_err(|e| Error::InvalidArgument(e.to_string()))?;
+                    Some(level)
                 };
             }
             "max_memory_usage" => {

@@ -32,6 +32,7 @@ use crate::partial::{Partial, Scratch, finalize_partitioned, scatter_ok};
 use crate::keys::{GroupKey, KeyReader, Layout, choose_layout, key_array};
 use crate::plan::{AggOutput, AggregatePlan, OrderLimit, SortKey};
 use crate::pool::run_morsels;
+use tessera_kernels::Kernels;
 
 /// Top-N buffers above this size fall back to materialising all groups and sorting.
 const MAX_TOP_N: usize = 100_000;
@@ -41,6 +42,8 @@ struct Ctx<'a> {
     cols: &'a [Option<ColumnChunks>],
     settings: &'a Settings,
     pool: &'a rayon::ThreadPool,
+    /// The kernel family of this query.
+    kern: &'static Kernels,
     query: &'a QueryContext,
 }
 
@@ -86,8 +89,9 @@ pub(crate) fn execute(
         chunks.push(c.as_slice());
     }
     let (layout, specs) = choose_layout(&keys, &has_nulls, settings.group_by_force_serialized);
-    let reader = KeyReader { specs, chunks };
-    let ctx = Ctx { plan, cols, settings, pool, query };
+    let kern = settings.kernels()?;
+    let reader = KeyReader { specs, chunks, kern };
+    let ctx = Ctx { plan, cols, settings, pool, query, kern };
     let r = &reader;
     let (batch, mut profile) = match layout {
         Layout::Unit => run::<(), _, _>(&ctx, |_, _, n, out| {
@@ -155,7 +159,7 @@ where
             ctx.query.check_cancelled()?;
             let len = chunk_lens[m];
             let sel = match &ctx.plan.filter {
-                Some(f) => selection(&evaluate(f, &morsel_columns(ctx.cols, m), len)?),
+                Some(f) => selection(&evaluate(f, &morsel_columns(ctx.cols, m), len, ctx.kern)?, ctx.kern),
                 None => None,
             };
             let sel = sel.as_deref();
@@ -165,8 +169,7 @@ where
             }
             w.rows_in += n;
             extract(m, sel, n, &mut w.keys);
-            w.hashes.clear();
-            w.hashes.extend(w.keys.iter().map(|k| k.hash64()));
+            K::hash_batch(&w.keys, ctx.kern, &mut w.hashes);
             let inputs = ctx.agg_inputs(m)?;
             // A worker may take any share of the morsels: reserve for all rows not yet
             // seen (an upper bound; capacity never touched costs address space only).

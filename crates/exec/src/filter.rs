@@ -6,9 +6,9 @@ use arrow::buffer::{BooleanBuffer, Buffer};
 use arrow::compute::kernels::cmp;
 use arrow::datatypes::*;
 use tessera_common::{ColumnChunks, Error, Result};
-use tessera_kernels::{CmpOp, cmp_bytes, cmp_scalar};
+use tessera_kernels::{CmpOp, Kernels, SelectInt, cmp_bytes, cmp_scalar};
 
-use crate::plan::{Predicate, Value};
+use crate::plan::{LikePattern, Predicate, Value};
 
 /// Rows of a morsel that pass the filter: `None` means all rows.
 pub type Selection = Option<Vec<u32>>;
@@ -18,16 +18,23 @@ pub type Selection = Option<Vec<u32>>;
 /// TRUE: SQL three-valued logic, so a comparison with NULL is UNKNOWN, `NOT UNKNOWN` is
 /// UNKNOWN, and WHERE keeps neither FALSE nor UNKNOWN rows.
 ///
+/// Comparisons of integer and string columns with a constant run on `kern`'s kernel family.
+///
 /// # Errors
 /// [`Error::Internal`] if a column the predicate needs is missing or of an unexpected type
 /// (the planner checks types, so this is a bug).
-pub fn evaluate(pred: &Predicate, cols: &[Option<ArrayRef>], len: usize) -> Result<BooleanBuffer> {
-    Ok(evaluate3(pred, cols, len)?.0)
+pub fn evaluate(pred: &Predicate, cols: &[Option<ArrayRef>], len: usize, kern: &Kernels) -> Result<BooleanBuffer> {
+    Ok(evaluate3(pred, cols, len, kern)?.0)
 }
 
 /// Three-valued evaluation: `(is_true, is_known)`; a row is UNKNOWN where `is_known` is
 /// unset (then `is_true` is unset too).
-fn evaluate3(pred: &Predicate, cols: &[Option<ArrayRef>], len: usize) -> Result<(BooleanBuffer, BooleanBuffer)> {
+fn evaluate3(
+    pred: &Predicate,
+    cols: &[Option<ArrayRef>],
+    len: usize,
+    kern: &Kernels,
+) -> Result<(BooleanBuffer, BooleanBuffer)> {
     Ok(match pred {
         Predicate::Const(b) => {
             let v = if *b { BooleanBuffer::new_set(len) } else { BooleanBuffer::new_unset(len) };
@@ -38,7 +45,7 @@ fn evaluate3(pred: &Predicate, cols: &[Option<ArrayRef>], len: usize) -> Result<
             let (mut t, mut k) = (BooleanBuffer::new_set(len), BooleanBuffer::new_set(len));
             let mut any_false = BooleanBuffer::new_unset(len);
             for p in ps {
-                let (pt, pk) = evaluate3(p, cols, len)?;
+                let (pt, pk) = evaluate3(p, cols, len, kern)?;
                 any_false = &any_false | &(&pk & &!&pt);
                 t = &t & &pt;
                 k = &k & &pk;
@@ -50,7 +57,7 @@ fn evaluate3(pred: &Predicate, cols: &[Option<ArrayRef>], len: usize) -> Result<
             // TRUE if any TRUE; known if any TRUE or all known.
             let (mut t, mut k) = (BooleanBuffer::new_unset(len), BooleanBuffer::new_set(len));
             for p in ps {
-                let (pt, pk) = evaluate3(p, cols, len)?;
+                let (pt, pk) = evaluate3(p, cols, len, kern)?;
                 t = &t | &pt;
                 k = &k & &pk;
             }
@@ -58,12 +65,17 @@ fn evaluate3(pred: &Predicate, cols: &[Option<ArrayRef>], len: usize) -> Result<
             (t, k)
         }
         Predicate::Not(p) => {
-            let (pt, pk) = evaluate3(p, cols, len)?;
+            let (pt, pk) = evaluate3(p, cols, len, kern)?;
             (&!&pt & &pk, pk)
         }
         Predicate::Cmp { column, op, value } => {
             let arr = column_of(cols, *column)?;
-            let bits = cmp_column(arr, *op, value)?;
+            let bits = cmp_column(arr, *op, value, kern)?;
+            known(bits, [arr], len)
+        }
+        Predicate::Like { column, pattern } => {
+            let arr = column_of(cols, *column)?;
+            let bits = like_column(arr, pattern, kern)?;
             known(bits, [arr], len)
         }
         Predicate::CmpColumns { left, op, right } => {
@@ -104,10 +116,26 @@ pub fn morsel_columns(cols: &[Option<ColumnChunks>], m: usize) -> Vec<Option<Arr
     cols.iter().map(|c| c.as_ref().map(|c| c[m].clone())).collect()
 }
 
-/// Turns a filter bitmap into a selection vector (`None` when every row passes).
-pub fn selection(bits: &BooleanBuffer) -> Selection {
-    if bits.count_set_bits() == bits.len() {
+/// Turns a filter bitmap into a selection vector (`None` when every row passes), with
+/// `kern`'s bitmap-to-indices kernel.
+pub fn selection(bits: &BooleanBuffer, kern: &Kernels) -> Selection {
+    let passed = bits.count_set_bits();
+    if passed == bits.len() {
         None
+    } else if bits.offset() == 0 {
+        // Copy the bitmap into whole u64 words (Arrow buffers need not be 8-byte sized).
+        let bytes = &bits.inner().as_slice()[..bits.len().div_ceil(8)];
+        let words: Vec<u64> = bytes
+            .chunks(8)
+            .map(|c| {
+                let mut w = [0u8; 8];
+                w[..c.len()].copy_from_slice(c);
+                u64::from_le_bytes(w)
+            })
+            .collect();
+        let mut out = Vec::with_capacity(passed);
+        (kern.bitmap_to_indices)(&words, bits.len(), &mut out);
+        Some(out)
     } else {
         Some(bits.set_indices().map(|i| i as u32).collect())
     }
@@ -123,7 +151,7 @@ fn from_words(words: Vec<u64>, len: usize) -> BooleanBuffer {
     BooleanBuffer::new(Buffer::from_vec(words), 0, len)
 }
 
-fn cmp_column(arr: &ArrayRef, op: CmpOp, value: &Value) -> Result<BooleanBuffer> {
+fn cmp_column(arr: &ArrayRef, op: CmpOp, value: &Value, kern: &Kernels) -> Result<BooleanBuffer> {
     let len = arr.len();
     let mut words = Vec::new();
     macro_rules! int {
@@ -131,7 +159,7 @@ fn cmp_column(arr: &ArrayRef, op: CmpOp, value: &Value) -> Result<BooleanBuffer>
             let Value::Int(v) = value else { return Err(mismatch(arr, value)) };
             let vals = arr.as_primitive::<$t>().values();
             match <<$t as ArrowPrimitiveType>::Native>::try_from(*v) {
-                Ok(c) => cmp_scalar(vals, op, c, &mut words),
+                Ok(c) => (<<$t as ArrowPrimitiveType>::Native as SelectInt>::of(kern).cmp)(vals, op, c, &mut words),
                 Err(_) => return Ok(out_of_range(op, *v > 0, len)),
             }
         }};
@@ -162,11 +190,37 @@ fn cmp_column(arr: &ArrayRef, op: CmpOp, value: &Value) -> Result<BooleanBuffer>
         DataType::Utf8 | DataType::Binary => {
             let Value::Bytes(c) = value else { return Err(mismatch(arr, value)) };
             let (offsets, data) = string_parts(arr);
-            cmp_bytes(offsets, data, op, c, &mut words)
+            if c.is_empty() && matches!(op, CmpOp::Eq | CmpOp::NotEq) {
+                (kern.str_empty)(offsets, op == CmpOp::Eq, &mut words)
+            } else {
+                cmp_bytes(offsets, data, op, c, &mut words)
+            }
         }
         other => return Err(Error::internal(format!("filter on unsupported type {other}"))),
     }
     Ok(from_words(words, len))
+}
+
+fn like_column(arr: &ArrayRef, pattern: &LikePattern, kern: &Kernels) -> Result<BooleanBuffer> {
+    if !matches!(arr.data_type(), DataType::Utf8 | DataType::Binary) {
+        return Err(Error::internal(format!("LIKE on a {} column", arr.data_type())));
+    }
+    let (offsets, data) = string_parts(arr);
+    let mut words = Vec::new();
+    let rows = |f: &dyn Fn(&[u8]) -> bool, words: &mut Vec<u64>| {
+        let lens: Vec<u32> = (0..offsets.len() - 1).map(|i| i as u32).collect();
+        tessera_kernels::scalar::pack(&lens, words, |i| {
+            let i = i as usize;
+            f(&data[offsets[i] as usize..offsets[i + 1] as usize])
+        })
+    };
+    match pattern {
+        LikePattern::Contains(n) => (kern.contains)(offsets, data, n, &mut words),
+        LikePattern::Prefix(p) => rows(&|s| s.starts_with(p), &mut words),
+        LikePattern::Suffix(p) => rows(&|s| s.ends_with(p), &mut words),
+        LikePattern::Exact(p) => cmp_bytes(offsets, data, CmpOp::Eq, p, &mut words),
+    }
+    Ok(from_words(words, arr.len()))
 }
 
 /// The offsets (rows + 1) and value bytes of a Utf8 or Binary array.
@@ -214,7 +268,7 @@ mod tests {
         let s: ArrayRef = Arc::new(StringArray::from(vec!["", "x", "", "y"]));
         let cols = vec![Some(a), Some(s)];
         let run = |p: Predicate| {
-            let b = evaluate(&p, &cols, 4).unwrap();
+            let b = evaluate(&p, &cols, 4, Kernels::scalar()).unwrap();
             (0..4).map(|i| b.value(i)).collect::<Vec<_>>()
         };
         let gt0 = Predicate::Cmp { column: 0, op: CmpOp::Gt, value: Value::Int(0) };
@@ -233,7 +287,7 @@ mod tests {
         assert_eq!(run(Predicate::Or(vec![gt0.clone(), is_x.clone()])), vec![true, true, false, true]);
         let and = Predicate::And(vec![gt0.clone(), Predicate::Not(Box::new(is_x))]);
         assert_eq!(run(Predicate::Not(Box::new(and))), vec![false, true, true, false]);
-        let sel = selection(&evaluate(&Predicate::Const(true), &cols, 4).unwrap());
+        let sel = selection(&evaluate(&Predicate::Const(true), &cols, 4, Kernels::scalar()).unwrap(), Kernels::scalar());
         assert!(sel.is_none());
     }
 }

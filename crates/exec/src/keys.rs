@@ -18,7 +18,7 @@
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::*;
 use tessera_common::{Error, Result};
-use tessera_kernels::{hash_bytes, hash_u64, hash_u128, minute_of_hour};
+use tessera_kernels::{Kernels, hash_bytes, hash_u64, hash_u128};
 
 use crate::accum::OrdVal;
 use crate::filter::string_parts;
@@ -27,6 +27,13 @@ use crate::plan::ScalarExpr;
 /// A group key: cloneable, comparable, hashable to 64 bits.
 pub(crate) trait GroupKey: Clone + PartialEq + Send + Sync {
     fn hash64(&self) -> u64;
+
+    /// `out = keys.map(hash64)`, a batch at a time with the query's kernel family (equal
+    /// to [`GroupKey::hash64`] key by key: every family computes the same function).
+    fn hash_batch(keys: &[Self], _kern: &Kernels, out: &mut Vec<u64>) {
+        out.clear();
+        out.extend(keys.iter().map(|k| k.hash64()));
+    }
 
     /// Key equality (the hash table's probe compare).
     #[inline(always)]
@@ -48,10 +55,20 @@ impl GroupKey for () {
         0
     }
 }
+/// Resizes `out` to `n` hashes.
+fn sized(out: &mut Vec<u64>, n: usize) -> &mut [u64] {
+    out.clear();
+    out.resize(n, 0);
+    out
+}
+
 impl GroupKey for u64 {
     #[inline]
     fn hash64(&self) -> u64 {
         hash_u64(*self)
+    }
+    fn hash_batch(keys: &[Self], kern: &Kernels, out: &mut Vec<u64>) {
+        (kern.hash_u64)(keys, sized(out, keys.len()));
     }
 }
 impl GroupKey for u128 {
@@ -59,11 +76,17 @@ impl GroupKey for u128 {
     fn hash64(&self) -> u64 {
         hash_u128(*self)
     }
+    fn hash_batch(keys: &[Self], kern: &Kernels, out: &mut Vec<u64>) {
+        (kern.hash_u128)(keys, sized(out, keys.len()));
+    }
 }
 impl GroupKey for &[u8] {
     #[inline]
     fn hash64(&self) -> u64 {
         hash_bytes(self)
+    }
+    fn hash_batch(keys: &[Self], kern: &Kernels, out: &mut Vec<u64>) {
+        (kern.hash_strs)(keys, sized(out, keys.len()));
     }
     #[inline(always)]
     fn key_eq(&self, other: &Self) -> bool {
@@ -75,6 +98,13 @@ impl GroupKey for (u128, &[u8]) {
     fn hash64(&self) -> u64 {
         let hs = hash_bytes(self.1) as u128;
         hash_u128(self.0 ^ (hs << 64 | hs))
+    }
+    fn hash_batch(keys: &[Self], kern: &Kernels, out: &mut Vec<u64>) {
+        let strs: Vec<&[u8]> = keys.iter().map(|k| k.1).collect();
+        let mut hs = vec![0u64; keys.len()];
+        (kern.hash_strs)(&strs, &mut hs);
+        let mixed: Vec<u128> = keys.iter().zip(&hs).map(|(k, &h)| k.0 ^ ((h as u128) << 64 | h as u128)).collect();
+        (kern.hash_u128)(&mixed, sized(out, keys.len()));
     }
     #[inline(always)]
     fn key_eq(&self, other: &Self) -> bool {
@@ -176,6 +206,8 @@ pub(crate) struct KeyReader<'a> {
     pub(crate) specs: Vec<KeySpec>,
     /// Chunks of each key's column.
     pub(crate) chunks: Vec<&'a [ArrayRef]>,
+    /// The query's kernel family.
+    pub(crate) kern: &'static Kernels,
 }
 
 impl<'a> KeyReader<'a> {
@@ -198,10 +230,10 @@ impl<'a> KeyReader<'a> {
             let ts = arr.as_primitive::<TimestampSecondType>().values();
             let mut mins = Vec::new();
             match sel {
-                None => minute_of_hour(ts, &mut mins),
+                None => (self.kern.minute_of_hour)(ts, &mut mins),
                 Some(s) => {
                     let g: Vec<i64> = s.iter().map(|&i| ts[i as usize]).collect();
-                    minute_of_hour(&g, &mut mins)
+                    (self.kern.minute_of_hour)(&g, &mut mins)
                 }
             }
             out.extend(mins.iter().map(|&m| m as u64));

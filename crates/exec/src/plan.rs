@@ -51,6 +51,64 @@ pub enum Predicate {
     /// A constant condition (for plans built through the API; the SQL planner folds
     /// out-of-range literals in the comparison kernels instead).
     Const(bool),
+    /// `column LIKE pattern` on a string column, for the pattern shapes in [`LikePattern`]
+    /// (`NOT LIKE` is `Not(Like)`). Bytewise and case-sensitive, as in ClickHouse; NULL
+    /// input gives UNKNOWN.
+    Like {
+        /// Column index (Utf8 or Binary).
+        column: usize,
+        /// The pattern, classified.
+        pattern: LikePattern,
+    },
+}
+
+/// The shapes of LIKE pattern that run without a regex: literal text with `%` at either
+/// end or both (`\%`, `\_` and `\\` escape a literal character).
+#[derive(Debug, Clone, PartialEq)]
+pub enum LikePattern {
+    /// `'%text%'`: the value contains `text` (the substring-search kernel).
+    Contains(Vec<u8>),
+    /// `'text%'`: the value starts with `text`.
+    Prefix(Vec<u8>),
+    /// `'%text'`: the value ends with `text`.
+    Suffix(Vec<u8>),
+    /// `'text'` (no wildcard): the value equals `text`.
+    Exact(Vec<u8>),
+}
+
+impl LikePattern {
+    /// Classifies a SQL LIKE pattern; `None` when it has `_` or an inner `%` (those need a
+    /// general matcher).
+    pub fn parse(pattern: &str) -> Option<LikePattern> {
+        let b = pattern.as_bytes();
+        let mut lit = Vec::with_capacity(b.len());
+        let (mut lead, mut trail) = (false, false);
+        let mut i = 0;
+        while i < b.len() {
+            match b[i] {
+                b'\\' if i + 1 < b.len() => {
+                    lit.push(b[i + 1]);
+                    i += 2;
+                    continue;
+                }
+                b'%' if lit.is_empty() && !trail => lead = true,
+                b'%' if i == b.len() - 1 || b[i + 1..].iter().all(|&c| c == b'%') => {
+                    trail = true;
+                    break;
+                }
+                b'%' | b'_' => return None,
+                c => lit.push(c),
+            }
+            i += 1;
+        }
+        Some(match (lead, trail) {
+            (true, true) => LikePattern::Contains(lit),
+            (true, false) if lit.is_empty() => LikePattern::Contains(lit),
+            (true, false) => LikePattern::Suffix(lit),
+            (false, true) => LikePattern::Prefix(lit),
+            (false, false) => LikePattern::Exact(lit),
+        })
+    }
 }
 
 /// A per-row value computed from the table: a group key or an output column of a scan.
@@ -224,5 +282,28 @@ fn predicate_columns(p: &Predicate, out: &mut Vec<usize>) {
         Predicate::And(v) | Predicate::Or(v) => v.iter().for_each(|q| predicate_columns(q, out)),
         Predicate::Not(q) => predicate_columns(q, out),
         Predicate::Const(_) => {}
+        Predicate::Like { column, .. } => out.push(*column),
+    }
+}
+
+#[cfg(test)]
+mod like_tests {
+    use super::LikePattern::{self, *};
+
+    #[test]
+    fn like_pattern_shapes() {
+        let p = |s: &str| LikePattern::parse(s);
+        assert_eq!(p("%google%"), Some(Contains(b"google".to_vec())));
+        assert_eq!(p("%%google%%"), Some(Contains(b"google".to_vec())));
+        assert_eq!(p("http://%"), Some(Prefix(b"http://".to_vec())));
+        assert_eq!(p("%.html"), Some(Suffix(b".html".to_vec())));
+        assert_eq!(p("abc"), Some(Exact(b"abc".to_vec())));
+        assert_eq!(p(""), Some(Exact(vec![])));
+        assert_eq!(p("%"), Some(Contains(vec![])));
+        assert_eq!(p(r"%50\%%"), Some(Contains(b"50%".to_vec())));
+        assert_eq!(p(r"a\_b%"), Some(Prefix(b"a_b".to_vec())));
+        assert_eq!(p("a%b"), None);
+        assert_eq!(p("%a_b%"), None);
+        assert_eq!(p("_x"), None);
     }
 }

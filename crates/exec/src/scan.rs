@@ -8,7 +8,6 @@ use arrow::array::{ArrayRef, AsArray, RecordBatch, UInt8Array, UInt32Array};
 use arrow::compute::{concat_batches, take};
 use arrow::datatypes::{Field, Schema, SchemaRef, TimestampSecondType};
 use tessera_common::{ColumnChunks, Error, Result, Settings};
-use tessera_kernels::minute_of_hour;
 
 use crate::Profile;
 use crate::aggregate::order_and_limit;
@@ -38,6 +37,7 @@ pub(crate) fn execute(
     let want = plan.order.limit.map(|l| l.saturating_add(plan.order.offset));
     let local = OrderLimit { order_by: plan.order.order_by.clone(), limit: want, offset: 0 };
     let all_cols = plan.output.len();
+    let kern = settings.kernels()?;
     let parts = run_morsels(
         pool,
         settings.max_threads,
@@ -51,7 +51,7 @@ pub(crate) fn execute(
             let len = chunk_lens[m];
             let mcols = morsel_columns(cols, m);
             let sel = match &plan.filter {
-                Some(f) => selection(&evaluate(f, &mcols, len)?),
+                Some(f) => selection(&evaluate(f, &mcols, len, kern)?, kern),
                 None => None,
             };
             if sel.as_ref().is_some_and(|s| s.is_empty()) {
@@ -69,7 +69,7 @@ pub(crate) fn execute(
                     ScalarExpr::Column(_) => arr,
                     ScalarExpr::Minute(_) => {
                         let mut mins = Vec::new();
-                        minute_of_hour(arr.as_primitive::<TimestampSecondType>().values(), &mut mins);
+                        (kern.minute_of_hour)(arr.as_primitive::<TimestampSecondType>().values(), &mut mins);
                         Arc::new(UInt8Array::from(mins)) as ArrayRef
                     }
                 });

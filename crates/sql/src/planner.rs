@@ -11,7 +11,7 @@ use sqlparser::dialect::{ClickHouseDialect, GenericDialect};
 use sqlparser::parser::Parser;
 use tessera_common::{Error, Result, Table};
 use tessera_exec::{
-    AggExpr, AggFunc, AggOutput, AggregatePlan, CmpOp, OrderLimit, Plan, Predicate, ScalarExpr, ScanPlan, SortKey,
+    AggExpr, AggFunc, AggOutput, AggregatePlan, CmpOp, LikePattern, OrderLimit, Plan, Predicate, ScalarExpr, ScanPlan, SortKey,
     Value,
 };
 
@@ -240,7 +240,22 @@ impl Ctx<'_> {
                     (Some(_), Some(_)) => Err(Error::not_implemented(format!("comparison of two literals: {e}"))),
                 }
             }
-            Expr::Like { .. } | Expr::ILike { .. } => Err(Error::not_implemented("LIKE")),
+            Expr::Like { negated, any: false, expr, pattern, escape_char: None } => {
+                let column = self.column_operand(expr)?;
+                if !matches!(self.dtype(column), DataType::Utf8 | DataType::Binary) {
+                    return Err(Error::TypeMismatch(format!("LIKE needs a string, {expr} is {}", self.dtype(column))));
+                }
+                let text = match literal(pattern) {
+                    Some(Ok(Lit::Str(s))) => s,
+                    _ => return Err(Error::not_implemented(format!("LIKE with a non-literal pattern: {pattern}"))),
+                };
+                let pattern = LikePattern::parse(&text).ok_or_else(|| {
+                    Error::not_implemented(format!("LIKE pattern '{text}' (supported: 'text', 'text%', '%text', '%text%')"))
+                })?;
+                let p = Predicate::Like { column, pattern };
+                Ok(if *negated { Predicate::Not(Box::new(p)) } else { p })
+            }
+            Expr::Like { .. } | Expr::ILike { .. } => Err(Error::not_implemented("ILIKE / LIKE ANY / LIKE ... ESCAPE")),
             Expr::IsNull(_) | Expr::IsNotNull(_) => Err(Error::not_implemented("IS [NOT] NULL")),
             Expr::Between { .. } => Err(Error::not_implemented("BETWEEN")),
             other => Err(Error::not_implemented(format!("WHERE condition {other}"))),

@@ -1,0 +1,174 @@
+//! SVE kernels (aarch64 Scalable Vector Extension; Graviton 3 (256-bit), Graviton 4 and
+//! Neoverse V2 (128-bit), A64FX (512-bit)). Vector-length agnostic: the same code runs at
+//! every vector length, with `whilelo` predicates covering the tail (no scalar epilogue).
+//!
+//! SVE intrinsics are not stable in Rust, so the hand-written kernels are `asm!` loops in
+//! `#[target_feature(enable = "sve")]` functions: 64-bit key hashing (`mul z.d` is a 64-bit
+//! lane multiply, which NEON lacks), 32-bit keys widened by `ld1w` into 64-bit lanes, and
+//! 128-bit keys de-interleaved by `ld2d`. The comparison, empty-string and string-hash
+//! kernels are NEON's (bitmaps are NEON-shaped; the string hash is per string); the rest
+//! are the scalar bodies compiled with SVE enabled, which LLVM may vectorise with SVE.
+//!
+//! Every function is `unsafe` only because it needs the CPU features named in its
+//! `#[target_feature]`; none reads or writes outside its slices (predicated loads and
+//! stores touch only active lanes).
+
+use std::arch::asm;
+
+use crate::scalar::{FMIX1, FMIX2, FOLD, SEED0, SEED1};
+
+crate::portable!("sve,neon"; count, bitmap_to_indices, partition_ids, radix_scatter_u64, minute_of_hour, contains, sum, min, max);
+pub(crate) use crate::neon::{cmp, hash_strs, str_empty};
+
+/// # Safety
+/// The CPU must have SVE and NEON.
+#[target_feature(enable = "sve,neon")]
+pub(crate) unsafe fn hash_u64(keys: &[u64], out: &mut [u64]) {
+    assert_eq!(keys.len(), out.len(), "hash output length");
+    if keys.is_empty() {
+        return;
+    }
+    // SAFETY: lanes i..min(i + VL/64, n) are active under p0 = whilelo(i, n), so the
+    // predicated ld1d/st1d touch only keys[0..n] and out[0..n]; the asm clobbers only the
+    // registers listed.
+    unsafe {
+        asm!(
+            "mov {i}, #0",
+            "dup z1.d, {s0}",
+            "dup z2.d, {m1}",
+            "dup z3.d, {m2}",
+            "whilelo p0.d, {i}, {n}",
+            "2:",
+            "ld1d {{z0.d}}, p0/z, [{src}, {i}, lsl #3]",
+            "eor z0.d, z0.d, z1.d",
+            "lsr z4.d, z0.d, #33",
+            "eor z0.d, z0.d, z4.d",
+            "mul z0.d, p0/m, z0.d, z2.d",
+            "lsr z4.d, z0.d, #33",
+            "eor z0.d, z0.d, z4.d",
+            "mul z0.d, p0/m, z0.d, z3.d",
+            "lsr z4.d, z0.d, #33",
+            "eor z0.d, z0.d, z4.d",
+            "st1d {{z0.d}}, p0, [{dst}, {i}, lsl #3]",
+            "incd {i}",
+            "whilelo p0.d, {i}, {n}",
+            "b.first 2b",
+            src = in(reg) keys.as_ptr(),
+            dst = in(reg) out.as_mut_ptr(),
+            n = in(reg) keys.len(),
+            i = out(reg) _,
+            s0 = in(reg) SEED0,
+            m1 = in(reg) FMIX1,
+            m2 = in(reg) FMIX2,
+            out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _,
+            out("p0") _,
+            options(nostack),
+        );
+    }
+}
+
+/// # Safety
+/// The CPU must have SVE and NEON.
+#[target_feature(enable = "sve,neon")]
+pub(crate) unsafe fn hash_u32(keys: &[u32], out: &mut [u64]) {
+    assert_eq!(keys.len(), out.len(), "hash output length");
+    if keys.is_empty() {
+        return;
+    }
+    // SAFETY: as in `hash_u64`; `ld1w` into .d lanes reads 4 bytes per active lane of
+    // keys[0..n] and zero-extends.
+    unsafe {
+        asm!(
+            "mov {i}, #0",
+            "dup z1.d, {s0}",
+            "dup z2.d, {m1}",
+            "dup z3.d, {m2}",
+            "whilelo p0.d, {i}, {n}",
+            "2:",
+            "ld1w {{z0.d}}, p0/z, [{src}, {i}, lsl #2]",
+            "eor z0.d, z0.d, z1.d",
+            "lsr z4.d, z0.d, #33",
+            "eor z0.d, z0.d, z4.d",
+            "mul z0.d, p0/m, z0.d, z2.d",
+            "lsr z4.d, z0.d, #33",
+            "eor z0.d, z0.d, z4.d",
+            "mul z0.d, p0/m, z0.d, z3.d",
+            "lsr z4.d, z0.d, #33",
+            "eor z0.d, z0.d, z4.d",
+            "st1d {{z0.d}}, p0, [{dst}, {i}, lsl #3]",
+            "incd {i}",
+            "whilelo p0.d, {i}, {n}",
+            "b.first 2b",
+            src = in(reg) keys.as_ptr(),
+            dst = in(reg) out.as_mut_ptr(),
+            n = in(reg) keys.len(),
+            i = out(reg) _,
+            s0 = in(reg) SEED0,
+            m1 = in(reg) FMIX1,
+            m2 = in(reg) FMIX2,
+            out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _,
+            out("p0") _,
+            options(nostack),
+        );
+    }
+}
+
+/// # Safety
+/// The CPU must have SVE and NEON.
+#[target_feature(enable = "sve,neon")]
+pub(crate) unsafe fn hash_u128(keys: &[u128], out: &mut [u64]) {
+    assert_eq!(keys.len(), out.len(), "hash output length");
+    if keys.is_empty() {
+        return;
+    }
+    // SAFETY: p0 = whilelo(i, n) activates keys i..; `ld2d` reads the two words of each
+    // active key (16 bytes at src + 16 * i, as src advances by 2 vector lengths per VL/64
+    // keys), st1d writes one hash per active lane of out[0..n].
+    unsafe {
+        asm!(
+            "mov {i}, #0",
+            "dup z2.d, {s0}",
+            "dup z3.d, {s1}",
+            "dup z4.d, {fold}",
+            "dup z5.d, {m1}",
+            "dup z6.d, {m2}",
+            "whilelo p0.d, {i}, {n}",
+            "2:",
+            "ld2d {{z0.d, z1.d}}, p0/z, [{src}]",
+            // m = rotl((hi ^ SEED1) * FOLD, 32)
+            "eor z1.d, z1.d, z3.d",
+            "mul z1.d, p0/m, z1.d, z4.d",
+            "lsl z7.d, z1.d, #32",
+            "lsr z1.d, z1.d, #32",
+            "orr z1.d, z1.d, z7.d",
+            // x = lo ^ SEED0 ^ m, then fmix64
+            "eor z0.d, z0.d, z2.d",
+            "eor z0.d, z0.d, z1.d",
+            "lsr z7.d, z0.d, #33",
+            "eor z0.d, z0.d, z7.d",
+            "mul z0.d, p0/m, z0.d, z5.d",
+            "lsr z7.d, z0.d, #33",
+            "eor z0.d, z0.d, z7.d",
+            "mul z0.d, p0/m, z0.d, z6.d",
+            "lsr z7.d, z0.d, #33",
+            "eor z0.d, z0.d, z7.d",
+            "st1d {{z0.d}}, p0, [{dst}, {i}, lsl #3]",
+            "addvl {src}, {src}, #2",
+            "incd {i}",
+            "whilelo p0.d, {i}, {n}",
+            "b.first 2b",
+            src = inout(reg) keys.as_ptr() => _,
+            dst = in(reg) out.as_mut_ptr(),
+            n = in(reg) keys.len(),
+            i = out(reg) _,
+            s0 = in(reg) SEED0,
+            s1 = in(reg) SEED1,
+            fold = in(reg) FOLD,
+            m1 = in(reg) FMIX1,
+            m2 = in(reg) FMIX2,
+            out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _, out("v5") _, out("v6") _, out("v7") _,
+            out("p0") _,
+            options(nostack),
+        );
+    }
+}

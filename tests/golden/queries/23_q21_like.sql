@@ -1,0 +1,2 @@
+-- compare: exact
+SELECT COUNT(*) FROM hits WHERE URL LIKE '%google%';
