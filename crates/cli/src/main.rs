@@ -220,3 +220,12 @@ pub(crate) fn generate_hits(out: &Path, rows: u64, seed: u64) -> Result<()> {
     );
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn command_line_definition_is_consistent() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
+}
