@@ -11,6 +11,12 @@ read it the same way.
 Answers are checked: Tessera's (and chDB's) result of each query is compared with
 DuckDB's, allowing for rows that tie on the ORDER BY key at the LIMIT boundary.
 
+Throughput mode (`--mode throughput --concurrency 1,2 --duration 20`): after the load and
+one warm-up run per query, N client threads of the same process share one database (one
+DuckDB connection with a cursor per client, one chDB session, one Tessera `Database` via
+`tessera bench --mode throughput`) and send the queries round robin until the duration
+is over; QPS = queries completed / wall seconds, with latency p50/p90/p99.
+
 See benches/README.md. Python 3.11, stdlib + `duckdb` + `chdb` (pip install duckdb chdb).
 """
 
@@ -31,6 +37,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -68,6 +75,60 @@ def load_queries() -> list[str]:
 
 def strip_semicolon(sql: str) -> str:
     return sql.strip().rstrip(";").rstrip()
+
+
+def percentile(sorted_times: list[float], p: float) -> float:
+    """Nearest-rank percentile (as `tessera bench --mode throughput`)."""
+    if not sorted_times:
+        return float("nan")
+    i = min(max(int(-(-p / 100 * len(sorted_times) // 1)), 1), len(sorted_times)) - 1
+    return sorted_times[i]
+
+
+def throughput_runs(run_query, sqls: list[str], concurrency: list[int], duration: float, cursor_factory) -> list:
+    """QPS of `sqls` sent round robin by N client threads for `duration` seconds, for each
+    N in `concurrency`. `cursor_factory()` gives each client its own handle;
+    `run_query(handle, sql)` runs one query to completion."""
+    out = []
+    for n in concurrency:
+        lock = threading.Lock()
+        state = {"next": 0, "error": None}
+        lat: list[list[float]] = [[] for _ in sqls]
+        start = time.perf_counter()
+
+        def client():
+            h = cursor_factory()
+            while True:
+                with lock:
+                    if state["error"] or time.perf_counter() - start >= duration:
+                        return
+                    i = state["next"]
+                    state["next"] += 1
+                q = i % len(sqls)
+                t = time.perf_counter()
+                try:
+                    run_query(h, sqls[q])
+                except Exception as ex:  # stop the run, report the first error
+                    with lock:
+                        state["error"] = ex
+                    return
+                with lock:
+                    lat[q].append(time.perf_counter() - t)
+
+        threads = [threading.Thread(target=client) for _ in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.perf_counter() - start
+        if state["error"]:
+            raise state["error"]
+        allt = sorted(x for l in lat for x in l)
+        out.append({"concurrency": n, "wall_seconds": wall, "completed": len(allt), "qps": len(allt) / wall,
+                    "p50_seconds": percentile(allt, 50), "p90_seconds": percentile(allt, 90),
+                    "p99_seconds": percentile(allt, 99)})
+        log(f"  concurrency {n}: {len(allt)} queries in {wall:.2f} s = {len(allt) / wall:.2f} QPS")
+    return out
 
 
 def summarize(times: list[float]) -> dict:
@@ -212,7 +273,14 @@ def child_duckdb(args) -> dict:
             r["probe"] = {"offset": lo, "rows": norm_rows(con.execute(probe_sql).fetchall())}
         log(f"[duckdb] Q{q:<3} mean {r['mean_seconds']:.4f} s  min {r['min_seconds']:.4f} s  rows {len(rows)}")
         results.append(r)
+    tp = None
+    if args.mode == "throughput":
+        sqls = [strip_semicolon(all_sql[q - 1]) for q in args.query_list]
+        log(f"[duckdb] throughput: concurrency {args.concurrency}, {args.duration} s each")
+        tp = throughput_runs(lambda cur, sql: cur.execute(sql).fetchall(), sqls,
+                             [int(x) for x in args.concurrency.split(",")], args.duration, con.cursor)
     return {
+        "throughput": tp,
         "engine": "duckdb",
         "version": duckdb.__version__,
         "load_method": "in-memory database; CREATE TABLE hits AS SELECT * FROM read_parquet(FILE) (all columns)",
@@ -291,7 +359,14 @@ def child_chdb(args) -> dict:
             r["rows"] = norm_rows(rows)
             log(f"[chdb] Q{n:<3} mean {r['mean_seconds']:.4f} s  min {r['min_seconds']:.4f} s  rows {len(rows)}")
             results.append(r)
+        tp = None
+        if args.mode == "throughput":
+            sqls = [strip_semicolon(all_sql[n - 1]) + f" SETTINGS max_threads = {args.threads}" for n in args.query_list]
+            log(f"[chdb] throughput: concurrency {args.concurrency}, {args.duration} s each (one shared session)")
+            tp = throughput_runs(lambda _h, sql: q(sql), sqls, [int(x) for x in args.concurrency.split(",")],
+                                 args.duration, lambda: None)
         return {
+            "throughput": tp,
             "engine": "chdb",
             "version": f"chdb {chdb.__version__}, ClickHouse {ch_version}",
             "load_method": f"session; CREATE TABLE hits ENGINE = {engine} AS SELECT * FROM file(FILE, Parquet) "
@@ -398,6 +473,27 @@ def run_tessera(args, path: Path, queries: list[int]) -> dict:
             last = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
             raise RuntimeError(f"tessera bench exited with {r.returncode}: {last}")
         rep = json.loads(out.read_text())
+        if args.mode == "throughput":
+            tout = Path(tmp) / "tessera-throughput.json"
+            cmd = [
+                str(args.tessera_bin), "bench", "--load", f"hits={path}", "--queries", ",".join(map(str, queries)),
+                "--threads", str(args.threads), "--mode", "throughput", "--concurrency", args.concurrency,
+                "--duration", str(args.duration), "--json", str(tout),
+            ]
+            log("[tessera] " + " ".join(cmd))
+            r = subprocess.run(cmd, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for line in (r.stdout + r.stderr).splitlines():
+                log(f"[tessera] {line}")
+            if r.returncode != 0:
+                raise RuntimeError(f"tessera bench --mode throughput exited with {r.returncode}")
+            trep = json.loads(tout.read_text())
+    if args.mode == "throughput":
+        rep["throughput"] = [
+            {"concurrency": t["concurrency"], "wall_seconds": t["wall_seconds"], "completed": t["completed"],
+             "qps": t["qps"], "p50_seconds": t["latency"]["p50_seconds"], "p90_seconds": t["latency"]["p90_seconds"],
+             "p99_seconds": t["latency"]["p99_seconds"]}
+            for t in (p["throughput"] for p in trep.get("points", []) if p.get("throughput"))
+        ]
     ver = subprocess.run([str(args.tessera_bin), "--version"], capture_output=True, text=True).stdout.strip()
     rep["engine"] = "tessera"
     rep["version"] = ver
@@ -414,6 +510,7 @@ def run_py_child(engine: str, args, path: Path, queries: list[int]) -> dict:
             sys.executable, str(Path(__file__).resolve()), "--child", engine, "--child-out", str(out),
             "--file", str(path), "--queries", ",".join(map(str, queries)), "--runs", str(args.runs),
             "--threads", str(args.threads), "--chdb-engine", args.chdb_engine,
+            "--mode", args.mode, "--concurrency", args.concurrency, "--duration", str(args.duration),
         ]
         r = subprocess.run(cmd, env=child_env())
         if r.returncode != 0:
@@ -718,6 +815,25 @@ def report(res: dict, markdown: bool) -> str:
     out.append("")
     out.append(render(headers, rows, markdown))
     out.append("")
+    tps = {e: eng[e].get("throughput") for e in ran if eng[e].get("throughput")}
+    if tps:
+        conc = sorted({t["concurrency"] for v in tps.values() for t in v})
+
+        def qps(e, c):
+            return next((t["qps"] for t in tps.get(e, []) if t["concurrency"] == c), None)
+
+        th = ["Concurrency", "Tessera QPS", "DuckDB QPS", "chDB QPS", "Tessera/DuckDB", "Tessera/chDB"]
+        tr = []
+        for c in conc:
+            t, d, ch = qps("tessera", c), qps("duckdb", c), qps("chdb", c)
+            f = lambda x: "n/a" if x is None else f"{x:.2f}"
+            tr.append([str(c), f(t), f(d), f(ch), fmt_ratio(t, d), fmt_ratio(t, ch)])
+        out.append(f"Throughput: queries {','.join(map(str, queries))} sent round robin by N clients sharing one "
+                   f"database for {a.get('duration')} s after the latency runs; {a['threads']} threads per query; "
+                   "ratio = Tessera QPS / other QPS (above 1x: Tessera serves more)")
+        out.append("")
+        out.append(render(th, tr, markdown))
+        out.append("")
     notes = ["Load times are not comparable one to one: DuckDB and chDB load all 105 columns into their "
              "native tables; Tessera registers the Parquet file lazily and loads only the columns the "
              "queries read."]
@@ -756,6 +872,10 @@ def main() -> int:
     ap.add_argument("--chdb-engine", choices=["mergetree", "memory"], default="mergetree",
                     help="table engine chDB loads into (default MergeTree, as ClickBench's ClickHouse)")
     ap.add_argument("--no-check", action="store_true", help="skip the answer checks")
+    ap.add_argument("--mode", choices=["latency", "throughput"], default="latency",
+                    help="throughput: also measure QPS with --concurrency clients after the latency runs")
+    ap.add_argument("--concurrency", default="1", help="throughput mode: client threads, comma-separated")
+    ap.add_argument("--duration", type=float, default=20.0, help="throughput mode: seconds per concurrency")
     ap.add_argument("--json", type=Path, help="write all results to this file")
     ap.add_argument("--markdown", action="store_true", help="print the result table as Markdown")
     ap.add_argument("--child", choices=["duckdb", "chdb"], help=argparse.SUPPRESS)
@@ -782,6 +902,8 @@ def main() -> int:
     path = resolve_dataset(args)
 
     res = {"dataset": str(path), "args": {"queries": queries, "runs": args.runs, "threads": args.threads,
+                                           "mode": args.mode, "concurrency": args.concurrency,
+                                           "duration": args.duration,
                                            "engines": engines, "chdb_engine": args.chdb_engine},
            "machine": machine_info(), "queries": queries, "engines": {}, "checks": [],
            "unix_time": int(time.time())}

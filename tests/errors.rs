@@ -38,7 +38,7 @@ fn sql_errors_are_typed() {
     assert!(matches!(db.sql("SELECT a FROM t ORDER BY 3"), Err(Error::Plan(_))));
     assert!(matches!(db.sql("SELECT a FROM t LIMIT -1"), Err(Error::Plan(_))));
     assert!(matches!(db.sql("SELECT COUNT(DISTINCT a) FROM t"), Err(Error::NotImplemented(_))));
-    assert!(matches!(db.sql("SELECT a FROM t WHERE s LIKE '%x%'"), Err(Error::NotImplemented(_))));
+    assert!(matches!(db.sql("SELECT a FROM t WHERE s LIKE 'a%b'"), Err(Error::NotImplemented(_))));
     assert!(matches!(db.sql("SELECT a FROM t, t AS u"), Err(Error::NotImplemented(_))));
     assert!(matches!(db.sql("SELECT a + 1 FROM t"), Err(Error::NotImplemented(_))));
     assert!(matches!(db.sql("DELETE FROM t"), Err(Error::NotImplemented(_))));

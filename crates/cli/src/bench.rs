@@ -2,16 +2,33 @@
 //! `--runs` timed runs; report mean, min and median; the total is the sum of the means.
 //! Data is loaded (the columns the queries read) before timing; load time is reported
 //! apart. Results go to stdout as a table and optionally to a JSON file with the machine
-//! facts, so that runs on two machines can be compared.
+//! facts, so that runs on two machines can be compared (`tessera compare`).
+//!
+//! `--mode throughput` measures QPS under `--concurrency` clients instead (see
+//! [`crate::throughput`]). Sweeps: `--threads 1,2`, `--concurrency 1,2,4,8` and `--rows
+//! 1000000,10000000` (generated tables) run every combination; each is one entry of the
+//! JSON `points` list, and the top-level fields repeat the first point so that files of
+//! single runs keep their first schema.
 
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 use serde::Serialize;
-use tessera_engine::{Database, Error, Result};
+use tessera_engine::{CancelToken, Database, Error, Result};
 
+use crate::throughput::{self, Throughput};
 use crate::{generate_hits, load_table, parse_load};
+
+/// What `tessera bench` measures.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Mode {
+    /// One query at a time: 1 warm-up + `--runs` runs each; mean, min, median.
+    Latency,
+    /// `--concurrency` clients send the queries continuously: QPS, latency percentiles.
+    Throughput,
+}
 
 /// Arguments of `tessera bench`.
 #[derive(Args, Debug)]
@@ -26,9 +43,26 @@ pub(crate) struct BenchArgs {
     /// Timed runs per query (after one warm-up run).
     #[arg(long, default_value_t = 10)]
     runs: usize,
-    /// Worker threads per query (max_threads); default: vCPUs.
+    /// Worker threads per query (max_threads); default: vCPUs. A list (`1,2`) sweeps:
+    /// speedup and parallel efficiency per query against the first value.
+    #[arg(long, value_delimiter = ',')]
+    threads: Vec<usize>,
+    /// `latency` (ClickBench) or `throughput` (clients sending queries continuously).
+    #[arg(long, value_enum, default_value_t = Mode::Latency)]
+    mode: Mode,
+    /// Throughput mode: client threads; a list (`1,2,4,8`) sweeps.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    concurrency: Vec<usize>,
+    /// Throughput mode: seconds per run (default 10 unless --iterations is given).
     #[arg(long)]
-    threads: Option<usize>,
+    duration: Option<f64>,
+    /// Throughput mode: queries per run, all clients together.
+    #[arg(long)]
+    iterations: Option<usize>,
+    /// A setting for every query, NAME=VALUE (e.g. max_memory_usage=4000000000,
+    /// concurrent_threads_soft_limit_num=2); repeatable.
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    set: Vec<String>,
     /// Kernel family: auto (default: env TESSERA_SIMD_LEVEL, else the best this CPU runs),
     /// scalar, avx2, avx512 (x86_64), neon, sve (aarch64).
     #[arg(long, value_name = "LEVEL")]
@@ -36,9 +70,10 @@ pub(crate) struct BenchArgs {
     /// Write the results as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
-    /// Rows of the generated default dataset.
-    #[arg(long, default_value_t = 1_000_000)]
-    rows: u64,
+    /// Rows of the generated default dataset; a list (`1000000,10000000`) sweeps (time
+    /// per million rows per query).
+    #[arg(long, value_delimiter = ',', default_value = "1000000")]
+    rows: Vec<u64>,
     /// Seed of the generated default dataset.
     #[arg(long, default_value_t = 42)]
     seed: u64,
@@ -56,7 +91,7 @@ struct Machine {
     os: &'static str,
 }
 
-#[derive(Serialize, Debug)]
+#[derive(Serialize, Debug, Clone)]
 struct QueryResult {
     query: usize,
     sql: String,
@@ -65,6 +100,37 @@ struct QueryResult {
     min_seconds: f64,
     median_seconds: f64,
     result_rows: usize,
+    /// `mean_seconds` per million table rows.
+    seconds_per_million_rows: f64,
+}
+
+/// One measured configuration (dataset x threads x concurrency).
+#[derive(Serialize, Debug)]
+struct Point {
+    dataset: String,
+    table_rows: usize,
+    load_seconds: f64,
+    threads: usize,
+    /// Clients (throughput mode only).
+    concurrency: Option<usize>,
+    /// Latency mode: `--runs` times per query; throughput mode: every latency observed.
+    queries: Vec<QueryResult>,
+    total_mean_seconds: f64,
+    throughput: Option<Throughput>,
+    /// Peak RSS during this point (VmHWM, reset before it where the kernel allows).
+    peak_rss_bytes: u64,
+}
+
+/// Speedup of a query over the first `--threads` value on the same data.
+#[derive(Serialize, Debug)]
+struct ThreadScaling {
+    query: usize,
+    table_rows: usize,
+    threads: usize,
+    mean_seconds: f64,
+    speedup: f64,
+    /// `speedup / (threads / base threads)`: 1.0 is perfect scaling.
+    parallel_efficiency: f64,
 }
 
 #[derive(Serialize, Debug)]
@@ -85,6 +151,10 @@ struct Report {
     total_mean_seconds: f64,
     peak_rss_bytes: u64,
     unix_time: u64,
+    mode: Mode,
+    /// Every configuration measured; the fields above repeat the first.
+    points: Vec<Point>,
+    threads_scaling: Vec<ThreadScaling>,
 }
 
 fn cpu_model() -> String {
@@ -120,95 +190,252 @@ fn median(sorted: &[f64]) -> f64 {
     if n % 2 == 1 { sorted[n / 2] } else { (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0 }
 }
 
-pub(crate) fn run(args: BenchArgs) -> Result<()> {
-    if args.runs == 0 {
-        return Err(Error::InvalidArgument("--runs must be at least 1".into()));
-    }
-    let db = Database::new();
-    if let Some(t) = args.threads {
-        if t == 0 {
-            return Err(Error::InvalidArgument("--threads must be at least 1".into()));
-        }
-        db.set("max_threads", &t.to_string())?;
-    }
-    if let Some(l) = &args.simd_level {
-        db.set("simd_level", l)?;
-    }
-    let simd_level = db.settings().kernels()?.level.name();
-    let path = match &args.load {
-        Some(spec) => {
-            let (name, path) = parse_load(spec)?;
-            if !name.eq_ignore_ascii_case("hits") {
-                return Err(Error::InvalidArgument(format!("bench runs ClickBench queries on 'hits', not '{name}'")));
-            }
-            path
-        }
-        None => {
-            let path = args.data_dir.join(format!("hits-{}-seed{}.parquet", args.rows, args.seed));
-            if !path.exists() {
-                std::fs::create_dir_all(&args.data_dir)
-                    .map_err(|e| Error::Io { path: args.data_dir.clone(), source: e })?;
-                eprintln!("generating the default dataset ({} rows) into {}", args.rows, path.display());
-                generate_hits(&path, args.rows, args.seed)?;
-            }
-            path
-        }
-    };
+/// Resets this process's peak RSS (VmHWM) to its current RSS, so that each point reports
+/// its own peak (Linux `clear_refs` value 5; a no-op where unsupported).
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
 
-    // Plan every query first, so an unsupported one fails before any timing.
-    let load_start = Instant::now();
-    load_table(&db, "hits", &path)?;
-    let mut queries = Vec::new();
-    for &q in &args.queries {
-        let sql = tessera_datasets::hits::query(q)?;
-        db.preload(sql).map_err(|e| match e {
-            Error::NotImplemented(m) => Error::NotImplemented(format!("Q{q} is not supported yet: {m}")),
-            other => other,
-        })?;
-        queries.push((q, sql));
+fn summarize(q: usize, sql: &str, times: Vec<f64>, result_rows: usize, table_rows: usize) -> QueryResult {
+    let mut sorted = times.clone();
+    sorted.sort_by(f64::total_cmp);
+    let mean = if times.is_empty() { f64::NAN } else { times.iter().sum::<f64>() / times.len() as f64 };
+    QueryResult {
+        query: q,
+        sql: sql.to_string(),
+        mean_seconds: mean,
+        min_seconds: sorted.first().copied().unwrap_or(f64::NAN),
+        median_seconds: median(&sorted),
+        times_seconds: times,
+        result_rows,
+        seconds_per_million_rows: mean / (table_rows.max(1) as f64 / 1e6),
     }
-    let load_seconds = load_start.elapsed().as_secs_f64();
+}
+
+/// The data files to benchmark: `--load`, or one generated file per `--rows` value.
+fn datasets(args: &BenchArgs) -> Result<Vec<PathBuf>> {
+    if let Some(spec) = &args.load {
+        let (name, path) = parse_load(spec)?;
+        if !name.eq_ignore_ascii_case("hits") {
+            return Err(Error::InvalidArgument(format!("bench runs ClickBench queries on 'hits', not '{name}'")));
+        }
+        if args.rows.len() > 1 {
+            return Err(Error::InvalidArgument("--rows with several values sweeps generated tables: drop --load".into()));
+        }
+        return Ok(vec![path]);
+    }
+    let mut paths = Vec::new();
+    for &rows in &args.rows {
+        if rows == 0 {
+            return Err(Error::InvalidArgument("--rows must be at least 1".into()));
+        }
+        let path = args.data_dir.join(format!("hits-{rows}-seed{}.parquet", args.seed));
+        if !path.exists() {
+            std::fs::create_dir_all(&args.data_dir).map_err(|e| Error::Io { path: args.data_dir.clone(), source: e })?;
+            eprintln!("generating the dataset ({rows} rows) into {}", path.display());
+            generate_hits(&path, rows, args.seed)?;
+        }
+        paths.push(path);
+    }
+    Ok(paths)
+}
+
+fn latency_point(db: &Database, queries: &[(usize, &str)], runs: usize, cancel: &CancelToken) -> Result<Vec<QueryResult>> {
     let table_rows = db.table("hits").map_or(0, |t| t.num_rows());
-    let threads = db.settings().max_threads;
-    eprintln!(
-        "hits: {table_rows} rows from {} (columns loaded in {load_seconds:.2} s); {threads} threads; {simd_level} kernels; {} runs after 1 warm-up",
-        path.display(),
-        args.runs
-    );
-
     let mut results = Vec::new();
-    for (q, sql) in queries {
-        let warm = db.sql(sql)?;
+    for &(q, sql) in queries {
+        let warm = db.sql_cancellable(sql, cancel)?;
         let result_rows = warm.iter().map(|b| b.num_rows()).sum();
-        let mut times = Vec::with_capacity(args.runs);
-        for _ in 0..args.runs {
+        let mut times = Vec::with_capacity(runs);
+        for _ in 0..runs {
             let t = Instant::now();
-            let out = db.sql(sql)?;
+            let out = db.sql_cancellable(sql, cancel)?;
             times.push(t.elapsed().as_secs_f64());
             drop(out);
         }
-        let mut sorted = times.clone();
-        sorted.sort_by(f64::total_cmp);
-        let mean = times.iter().sum::<f64>() / times.len() as f64;
-        let r = QueryResult {
-            query: q,
-            sql: sql.to_string(),
-            mean_seconds: mean,
-            min_seconds: sorted[0],
-            median_seconds: median(&sorted),
-            times_seconds: times,
-            result_rows,
-        };
+        let r = summarize(q, sql, times, result_rows, table_rows);
         println!(
             "Q{:<3} mean {:>8.4} s   min {:>8.4} s   median {:>8.4} s   rows {}",
             q, r.mean_seconds, r.min_seconds, r.median_seconds, r.result_rows
         );
         results.push(r);
     }
-    let total: f64 = results.iter().map(|r| r.mean_seconds).sum();
-    let rss = peak_rss();
-    println!("total (sum of means) {total:.4} s; peak RSS {:.1} MiB", rss as f64 / (1 << 20) as f64);
+    Ok(results)
+}
 
+pub(crate) fn run(args: BenchArgs, cancel: &CancelToken) -> Result<()> {
+    if args.runs == 0 {
+        return Err(Error::InvalidArgument("--runs must be at least 1".into()));
+    }
+    if args.threads.contains(&0) {
+        return Err(Error::InvalidArgument("--threads must be at least 1".into()));
+    }
+    if args.concurrency.is_empty() || args.concurrency.contains(&0) {
+        return Err(Error::InvalidArgument("--concurrency must be at least 1".into()));
+    }
+    if args.duration.is_some_and(|d| !(d.is_finite() && d > 0.0)) || args.iterations == Some(0) {
+        return Err(Error::InvalidArgument("--duration and --iterations must be positive".into()));
+    }
+    if args.mode == Mode::Latency && (args.concurrency != [1] || args.duration.is_some() || args.iterations.is_some()) {
+        return Err(Error::InvalidArgument(
+            "--concurrency, --duration and --iterations need --mode throughput".into(),
+        ));
+    }
+    let opts = |c: usize| throughput::Options {
+        concurrency: c,
+        duration: match (args.duration, args.iterations) {
+            (None, None) => Some(Duration::from_secs(10)),
+            (d, _) => d.map(Duration::from_secs_f64),
+        },
+        iterations: args.iterations,
+    };
+    let threads_list: Vec<Option<usize>> =
+        if args.threads.is_empty() { vec![None] } else { args.threads.iter().map(|&t| Some(t)).collect() };
+
+    let mut points = Vec::new();
+    let mut level = "";
+    for path in datasets(&args)? {
+        let db = Database::new();
+        for spec in &args.set {
+            let (name, value) = spec
+                .split_once('=')
+                .ok_or_else(|| Error::InvalidArgument(format!("--set expects NAME=VALUE, got '{spec}'")))?;
+            db.set(name.trim(), value.trim())?;
+        }
+        if let Some(l) = &args.simd_level {
+            db.set("simd_level", l)?;
+        }
+        let simd_level = db.settings().kernels()?.level.name();
+        level = simd_level;
+        // Plan every query first, so an unsupported one fails before any timing.
+        let load_start = Instant::now();
+        load_table(&db, "hits", &path)?;
+        let mut queries = Vec::new();
+        for &q in &args.queries {
+            let sql = tessera_datasets::hits::query(q)?;
+            db.preload(sql).map_err(|e| match e {
+                Error::NotImplemented(m) => Error::NotImplemented(format!("Q{q} is not supported yet: {m}")),
+                other => other,
+            })?;
+            queries.push((q, sql));
+        }
+        let load_seconds = load_start.elapsed().as_secs_f64();
+        let table_rows = db.table("hits").map_or(0, |t| t.num_rows());
+        for threads in &threads_list {
+            if let Some(t) = threads {
+                db.set("max_threads", &t.to_string())?;
+            }
+            let threads = db.settings().max_threads;
+            let configs: Vec<Option<usize>> = match args.mode {
+                Mode::Latency => vec![None],
+                Mode::Throughput => args.concurrency.iter().map(|&c| Some(c)).collect(),
+            };
+            for concurrency in configs {
+                eprintln!(
+                    "hits: {table_rows} rows from {} (columns loaded in {load_seconds:.2} s); {threads} threads; {simd_level} kernels; {}",
+                    path.display(),
+                    match concurrency {
+                        None => format!("{} runs after 1 warm-up", args.runs),
+                        Some(c) => format!("{c} clients after 1 warm-up run per query"),
+                    }
+                );
+                reset_peak_rss();
+                let (queries_out, tp) = match concurrency {
+                    None => (latency_point(&db, &queries, args.runs, cancel)?, None),
+                    Some(c) => {
+                        let (t, lat) = throughput::run(&db, &queries, opts(c), cancel)?;
+                        throughput::print(&t);
+                        let rows: Vec<QueryResult> = queries
+                            .iter()
+                            .zip(lat)
+                            .map(|(&(q, sql), l)| summarize(q, sql, l, 0, table_rows))
+                            .collect();
+                        (rows, Some(t))
+                    }
+                };
+                let total: f64 = queries_out.iter().map(|r| r.mean_seconds).sum();
+                let rss = peak_rss();
+                println!("total (sum of means) {total:.4} s; peak RSS {:.1} MiB", rss as f64 / (1 << 20) as f64);
+                points.push(Point {
+                    dataset: path.display().to_string(),
+                    table_rows,
+                    load_seconds,
+                    threads,
+                    concurrency,
+                    queries: queries_out,
+                    total_mean_seconds: total,
+                    throughput: tp,
+                    peak_rss_bytes: rss,
+                });
+            }
+        }
+    }
+    let threads_scaling = thread_scaling(&points);
+    print_sweeps(&points, &threads_scaling);
+    write_report(&args, points, threads_scaling, level)
+}
+
+/// Speedup per query of each latency point over the point with the first `--threads`
+/// value on the same data.
+fn thread_scaling(points: &[Point]) -> Vec<ThreadScaling> {
+    let mut out = Vec::new();
+    for p in points.iter().filter(|p| p.concurrency.is_none()) {
+        let Some(base) = points.iter().find(|b| b.concurrency.is_none() && b.dataset == p.dataset) else { continue };
+        if base.threads == p.threads {
+            continue;
+        }
+        for (r, b) in p.queries.iter().zip(&base.queries) {
+            let speedup = b.mean_seconds / r.mean_seconds;
+            out.push(ThreadScaling {
+                query: r.query,
+                table_rows: p.table_rows,
+                threads: p.threads,
+                mean_seconds: r.mean_seconds,
+                speedup,
+                parallel_efficiency: speedup / (p.threads as f64 / base.threads as f64),
+            });
+        }
+    }
+    out
+}
+
+fn print_sweeps(points: &[Point], scaling: &[ThreadScaling]) {
+    if !scaling.is_empty() {
+        println!("\nthread scaling (speedup over the first --threads value):");
+        for s in scaling {
+            println!(
+                "  Q{:<3} {:>10} rows  {:>3} threads  {:>8.4} s  speedup {:>5.2}x  efficiency {:>4.0}%",
+                s.query,
+                s.table_rows,
+                s.threads,
+                s.mean_seconds,
+                s.speedup,
+                s.parallel_efficiency * 100.0
+            );
+        }
+    }
+    let mut rows: Vec<usize> = points.iter().map(|p| p.table_rows).collect();
+    rows.dedup();
+    if rows.len() > 1 {
+        println!("\nrows sweep (seconds per million rows, mean):");
+        for p in points {
+            let per: Vec<String> =
+                p.queries.iter().map(|q| format!("Q{} {:.4}", q.query, q.seconds_per_million_rows)).collect();
+            let conc = p.concurrency.map_or(String::new(), |c| format!(" x{c} clients"));
+            println!("  {:>10} rows  {} threads{conc}:  {}", p.table_rows, p.threads, per.join("   "));
+        }
+    }
+}
+
+/// Writes the JSON file; `simd_level` is the kernel family the queries ran with.
+fn write_report(args: &BenchArgs, points: Vec<Point>, threads_scaling: Vec<ThreadScaling>, simd_level: &'static str) -> Result<()> {
+    let Some(path) = &args.json else { return Ok(()) };
+    if points.is_empty() {
+        return Err(Error::internal("no benchmark point measured"));
+    }
+    // The top-level fields repeat the first point (the first schema of this file).
+    let first = &points[0];
+    let queries = first.queries.clone();
     let b = tessera_kernels::build_info();
     let report = Report {
         tessera_version: b.version,
@@ -222,22 +449,23 @@ pub(crate) fn run(args: BenchArgs) -> Result<()> {
             simd_available: tessera_kernels::cpu_simd_features(),
             os: std::env::consts::OS,
         },
-        threads,
+        threads: first.threads,
         runs: args.runs,
-        dataset: path.display().to_string(),
-        table_rows,
-        load_seconds,
-        queries: results,
-        total_mean_seconds: total,
-        peak_rss_bytes: rss,
+        dataset: first.dataset.clone(),
+        table_rows: first.table_rows,
+        load_seconds: first.load_seconds,
+        total_mean_seconds: first.total_mean_seconds,
+        queries,
+        peak_rss_bytes: points.iter().map(|p| p.peak_rss_bytes).max().unwrap_or(0),
         unix_time: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
+        mode: args.mode,
+        points,
+        threads_scaling,
     };
-    if let Some(p) = &args.json {
-        let text = serde_json::to_string_pretty(&report).map_err(|e| Error::internal(format!("json: {e}")))?;
-        std::fs::write(p, text).map_err(|e| Error::Io { path: p.clone(), source: e })?;
-        eprintln!("wrote {}", p.display());
-    }
+    let text = serde_json::to_string_pretty(&report).map_err(|e| Error::internal(format!("json: {e}")))?;
+    std::fs::write(path, text).map_err(|e| Error::Io { path: path.clone(), source: e })?;
+    eprintln!("wrote {}", path.display());
     Ok(())
 }

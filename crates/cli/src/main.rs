@@ -2,7 +2,9 @@
 //! benchmark queries the way ClickHouse benchmarks ClickHouse.
 
 mod bench;
+mod compare;
 mod output;
+mod throughput;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -10,7 +12,7 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use tessera_engine::{Database, Error, Result};
+use tessera_engine::{CancelToken, Database, Error, Result};
 
 // The CLI binary picks jemalloc; the library crates leave the allocator to their users.
 #[global_allocator]
@@ -63,6 +65,9 @@ enum Cmd {
     },
     /// Benchmark ClickBench queries: 1 warm-up + N runs per query; mean, min, median.
     Bench(bench::BenchArgs),
+    /// Compare two `tessera bench --json` files: per-query times, gain %, totals, QPS;
+    /// Markdown on stdout, optional SVG chart.
+    Compare(compare::CompareArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -92,10 +97,21 @@ pub(crate) enum Format {
 
 /// Exit codes: 0 success (also when the reader of stdout went away), 1 I/O, data or
 /// internal errors, 2 bad arguments or settings, 3 an invalid query (syntax, names, types),
-/// 4 a valid query Tessera does not support yet.
+/// 4 a valid query Tessera does not support yet, 130 cancelled by Ctrl-C (a second Ctrl-C
+/// exits at once).
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli) {
+    let cancel = CancelToken::new();
+    let on_ctrl_c = cancel.clone();
+    // Without a handler Ctrl-C still ends the process, just without the clean stop.
+    let _ = ctrlc::set_handler(move || {
+        if on_ctrl_c.is_cancelled() {
+            std::process::exit(130);
+        }
+        on_ctrl_c.cancel();
+        eprintln!("\ncancelling the running query (Ctrl-C again to exit at once)");
+    });
+    match run(cli, &cancel) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
@@ -110,13 +126,14 @@ fn main() -> ExitCode {
                 | Error::UnknownColumn { .. }
                 | Error::TypeMismatch(_) => 3,
                 Error::NotImplemented(_) => 4,
+                Error::Cancelled => 130,
                 _ => 1,
             })
         }
     }
 }
 
-fn run(cli: Cli) -> Result<()> {
+fn run(cli: Cli, cancel: &CancelToken) -> Result<()> {
     match cli.cmd {
         Cmd::Gen { what: GenWhat::Hits { rows, seed, out } } => {
             generate_hits(&out, rows, seed)?;
@@ -131,10 +148,11 @@ fn run(cli: Cli) -> Result<()> {
                 let (name, path) = parse_load(spec)?;
                 load_table(&db, &name, &path)?;
             }
-            let batches = db.sql(&sql)?;
+            let batches = db.sql_cancellable(&sql, cancel)?;
             output::print(&batches, format)
         }
-        Cmd::Bench(args) => bench::run(args),
+        Cmd::Bench(args) => bench::run(args, cancel),
+        Cmd::Compare(args) => compare::run(args),
     }
 }
 
@@ -201,4 +219,13 @@ pub(crate) fn generate_hits(out: &Path, rows: u64, seed: u64) -> Result<()> {
         rows as f64 / secs / 1e6
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn command_line_definition_is_consistent() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
 }

@@ -58,6 +58,10 @@ pub enum Error {
     /// A resource limit was hit (memory, threads).
     #[error("resources exhausted: {0}")]
     ResourcesExhausted(String),
+    /// The query was cancelled (a `CancelToken`, Ctrl-C in the CLI); ClickHouse's
+    /// `QUERY_WAS_CANCELLED`.
+    #[error("query cancelled")]
+    Cancelled,
     /// A bug in Tessera: please report it.
     #[error("internal error (a bug, please report): {0}")]
     Internal(String),

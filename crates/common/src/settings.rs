@@ -25,6 +25,17 @@ pub struct Settings {
     /// environment variable `TESSERA_SIMD_LEVEL` if set, else the best family the CPU runs.
     /// Setting a family this build or CPU lacks is an error.
     pub simd_level: Option<SimdLevel>,
+    /// Bytes one query may hold in its big buffers (hash tables, radix-partition buffers,
+    /// top-N and sort buffers), ClickHouse's `max_memory_usage`; `0` = unlimited (the
+    /// default). A query that would go above it fails with `Error::ResourcesExhausted`
+    /// naming the limit and the operator; other queries are not affected.
+    pub max_memory_usage: u64,
+    /// Worker threads all running queries of a database may use together (ClickHouse's
+    /// `concurrent_threads_soft_limit_num`); `0` = unlimited (the default: each query takes
+    /// its `max_threads`, so concurrent queries oversubscribe the vCPUs). With a limit, a
+    /// query gets `min(max_threads, limit - threads in use)` workers, at least 1. Read from
+    /// the database's settings (`Database::set` / `SET`); a query's own value is ignored.
+    pub concurrent_threads_soft_limit_num: usize,
 }
 
 impl Default for Settings {
@@ -34,6 +45,8 @@ impl Default for Settings {
             group_by_two_level_threshold: 100_000,
             group_by_force_serialized: false,
             simd_level: None,
+            max_memory_usage: 0,
+            concurrent_threads_soft_limit_num: 0,
         }
     }
 }
@@ -58,7 +71,14 @@ impl Settings {
     }
 
     /// Names accepted by [`Settings::set`].
-    pub const NAMES: &'static [&'static str] = &["max_threads", "group_by_two_level_threshold", "group_by_force_serialized", "simd_level"];
+    pub const NAMES: &'static [&'static str] = &[
+        "max_threads",
+        "group_by_two_level_threshold",
+        "group_by_force_serialized",
+        "simd_level",
+        "max_memory_usage",
+        "concurrent_threads_soft_limit_num",
+    ];
 
     /// Sets a setting by name from its SQL text value.
     ///
@@ -99,6 +119,12 @@ impl Settings {
                     Some(level)
                 };
             }
+            "max_memory_usage" => {
+                self.max_memory_usage = parse(value)?;
+            }
+            "concurrent_threads_soft_limit_num" => {
+                self.concurrent_threads_soft_limit_num = parse(value)? as usize;
+            }
             other => {
                 return Err(Error::InvalidArgument(format!(
                     "unknown setting '{other}' (known: {})",
@@ -125,5 +151,10 @@ mod tests {
         assert!(matches!(s.set("nope", "1"), Err(Error::InvalidArgument(_))));
         s.set("group_by_two_level_threshold", "0").unwrap();
         assert_eq!(s.group_by_two_level_threshold, 0);
+        s.set("max_memory_usage", "1000000").unwrap();
+        assert_eq!(s.max_memory_usage, 1_000_000);
+        assert!(matches!(s.set("max_memory_usage", "-1"), Err(Error::InvalidArgument(_))));
+        s.set("concurrent_threads_soft_limit_num", "4").unwrap();
+        assert_eq!(s.concurrent_threads_soft_limit_num, 4);
     }
 }

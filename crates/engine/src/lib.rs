@@ -16,13 +16,13 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 pub use tessera_common::{Error, Result, Settings, Table};
 use tessera_exec::Pools;
-pub use tessera_exec::Profile;
+pub use tessera_exec::{CancelToken, Profile, QueryContext};
 use tessera_sql::Statement;
 
 /// A set of named tables plus default settings and thread pools.
@@ -31,6 +31,22 @@ pub struct Database {
     tables: RwLock<HashMap<String, Arc<Table>>>,
     settings: RwLock<Settings>,
     pools: Pools,
+    /// Worker threads granted to running queries (`concurrent_threads_soft_limit_num`).
+    threads_in_use: Mutex<usize>,
+}
+
+/// Worker threads granted to one running query; given back on drop.
+struct ThreadGrant<'a> {
+    in_use: &'a Mutex<usize>,
+    threads: usize,
+}
+
+impl Drop for ThreadGrant<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut n) = self.in_use.lock() {
+            *n = n.saturating_sub(self.threads);
+        }
+    }
 }
 
 /// The answer of a query as an iterator of batches (see [`Database::sql_stream`]).
@@ -159,6 +175,39 @@ impl Database {
     /// # Errors
     /// As [`Database::sql`].
     pub fn sql_profiled(&self, sql: &str, settings: Option<&Settings>) -> Result<(Vec<RecordBatch>, Profile)> {
+        self.sql_in(sql, settings, &CancelToken::new())
+    }
+
+    /// Runs one statement that `cancel` can stop from another thread: after
+    /// [`CancelToken::cancel`] the query returns [`Error::Cancelled`] within one morsel's
+    /// work per worker (65,536 rows; milliseconds) and frees its buffers.
+    ///
+    /// ```no_run
+    /// # let db = std::sync::Arc::new(tessera_engine::Database::new());
+    /// let token = tessera_engine::CancelToken::new();
+    /// let (db2, t2) = (db.clone(), token.clone());
+    /// let q = std::thread::spawn(move || db2.sql_cancellable("SELECT URL, COUNT(*) FROM hits GROUP BY URL", &t2));
+    /// token.cancel();
+    /// assert!(matches!(q.join().unwrap(), Err(tessera_engine::Error::Cancelled) | Ok(_)));
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Database::sql`], plus [`Error::Cancelled`].
+    pub fn sql_cancellable(&self, sql: &str, cancel: &CancelToken) -> Result<Vec<RecordBatch>> {
+        self.sql_in(sql, None, cancel).map(|(b, _)| b)
+    }
+
+    /// [`Database::sql_profiled`] with a cancellation token: the general form of the `sql*`
+    /// methods.
+    ///
+    /// # Errors
+    /// As [`Database::sql_cancellable`].
+    pub fn sql_in(
+        &self,
+        sql: &str,
+        settings: Option<&Settings>,
+        cancel: &CancelToken,
+    ) -> Result<(Vec<RecordBatch>, Profile)> {
         match self.plan(sql)? {
             Statement::Set { name, value } => {
                 self.set(&name, &value)?;
@@ -169,7 +218,11 @@ impl Database {
                 for (k, v) in &overrides {
                     s.set(k, v)?;
                 }
-                let (batch, profile) = tessera_exec::execute(&plan, &s, &self.pools)?;
+                let grant = self.grant_threads(s.max_threads)?;
+                s.max_threads = grant.threads;
+                let query = QueryContext::new(s.max_memory_usage, cancel.clone());
+                let (batch, profile) = tessera_exec::execute_in(&plan, &s, &self.pools, &query)?;
+                drop(grant);
                 Ok((vec![batch], profile))
             }
         }
@@ -187,6 +240,16 @@ impl Database {
         Ok(())
     }
 
+    /// Grants a query `min(wanted, limit - in use)` worker threads, at least 1, under the
+    /// database's `concurrent_threads_soft_limit_num` (0 = all `wanted`).
+    fn grant_threads(&self, wanted: usize) -> Result<ThreadGrant<'_>> {
+        let limit = self.settings.read().map_err(|_| Error::internal("settings lock poisoned"))?.concurrent_threads_soft_limit_num;
+        let mut in_use = self.threads_in_use.lock().map_err(|_| Error::internal("thread grant lock poisoned"))?;
+        let threads = if limit == 0 { wanted } else { wanted.min(limit.saturating_sub(*in_use)).max(1) };
+        *in_use += threads;
+        Ok(ThreadGrant { in_use: &self.threads_in_use, threads })
+    }
+
     fn plan(&self, sql: &str) -> Result<Statement> {
         tessera_sql::plan(sql, &|name| self.table(name))
     }
@@ -200,5 +263,19 @@ mod tests {
     fn database_is_send_sync() {
         fn check<T: Send + Sync>() {}
         check::<Database>();
+    }
+
+    #[test]
+    fn thread_grants_share_the_soft_limit() {
+        let db = Database::new();
+        db.set("concurrent_threads_soft_limit_num", "3").unwrap();
+        let a = db.grant_threads(2).unwrap();
+        let b = db.grant_threads(2).unwrap();
+        let c = db.grant_threads(2).unwrap();
+        assert_eq!((a.threads, b.threads, c.threads), (2, 1, 1)); // at least 1 each
+        drop((a, b, c));
+        assert_eq!(*db.threads_in_use.lock().unwrap(), 0);
+        db.set("concurrent_threads_soft_limit_num", "0").unwrap();
+        assert_eq!(db.grant_threads(7).unwrap().threads, 7);
     }
 }

@@ -25,6 +25,7 @@ use tessera_common::{ColumnChunks, Error, Result, Settings};
 
 use crate::Profile;
 use crate::accum::{Accumulator, OrdVal};
+use crate::context::QueryContext;
 use crate::filter::{evaluate, morsel_columns, selection};
 use crate::hashtable::GroupTable;
 use crate::partial::{Partial, Scratch, finalize_partitioned, scatter_ok};
@@ -43,6 +44,7 @@ struct Ctx<'a> {
     pool: &'a rayon::ThreadPool,
     /// The kernel family of this query.
     kern: &'static Kernels,
+    query: &'a QueryContext,
 }
 
 impl Ctx<'_> {
@@ -74,6 +76,7 @@ pub(crate) fn execute(
     cols: &[Option<ColumnChunks>],
     settings: &Settings,
     pool: &rayon::ThreadPool,
+    query: &QueryContext,
 ) -> Result<(RecordBatch, Profile)> {
     let table = &plan.table;
     let keys: Vec<_> = plan.keys.iter().map(|k| (*k, k.data_type(table))).collect();
@@ -88,7 +91,7 @@ pub(crate) fn execute(
     let (layout, specs) = choose_layout(&keys, &has_nulls, settings.group_by_force_serialized);
     let kern = settings.kernels()?;
     let reader = KeyReader { specs, chunks, kern };
-    let ctx = Ctx { plan, cols, settings, pool, kern };
+    let ctx = Ctx { plan, cols, settings, pool, query, kern };
     let r = &reader;
     let (batch, mut profile) = match layout {
         Layout::Unit => run::<(), _, _>(&ctx, |_, _, n, out| {
@@ -119,6 +122,8 @@ struct Worker<K> {
     hashes: Vec<u64>,
     scratch: Scratch,
     rows_in: usize,
+    /// Bytes of `table` accounted in the query context.
+    accounted: usize,
 }
 
 fn run<K, E, D>(ctx: &Ctx<'_>, extract: E, decode: D) -> Result<(RecordBatch, Profile)>
@@ -148,8 +153,10 @@ where
             hashes: Vec::new(),
             scratch: Scratch::new(),
             rows_in: 0,
+            accounted: 0,
         },
         |w: &mut Worker<K>, m| {
+            ctx.query.check_cancelled()?;
             let len = chunk_lens[m];
             let sel = match &ctx.plan.filter {
                 Some(f) => selection(&evaluate(f, &morsel_columns(ctx.cols, m), len, ctx.kern)?, ctx.kern),
@@ -177,6 +184,7 @@ where
             if w.table.size() >= u32::MAX as usize / 2 {
                 return Err(Error::ResourcesExhausted("more than 2^31 groups in one thread".into()));
             }
+            ctx.query.resize(&mut w.accounted, w.table.memory_size(), w.table.operator())?;
             Ok(())
         },
     )?;
@@ -202,12 +210,14 @@ where
             .collect();
         tables.sort_by_key(|t| std::cmp::Reverse(t.len()));
         let mut first = tables.remove(0);
+        let before = first.memory_size();
         for t in &tables {
             first.merge_from(t);
         }
+        ctx.query.grow(first.memory_size().saturating_sub(before), "GROUP BY merge")?;
         vec![first]
     } else {
-        ctx.pool.install(|| finalize_partitioned(partials, &new_accs))?
+        ctx.pool.install(|| finalize_partitioned(partials, &new_accs, ctx.query))?
     };
     let groups: usize = finals.iter().map(|t| t.len()).sum();
     let hash_table_bytes = finals.iter().map(|t| t.memory_size()).sum();
@@ -225,14 +235,15 @@ where
         finals
             .par_iter()
             .map(|t| {
-                let gids = select_groups(t, &plan.order, plan, &decode);
+                let gids = select_groups(t, &plan.order, plan, &decode, ctx.query)?;
                 emit(t, &gids, plan, &schema, &decode)
             })
             .collect::<Result<Vec<_>>>()
     })?;
     let batch = concat_batches(&schema, &batches)?;
+    ctx.query.grow(batch.get_array_memory_size(), "ORDER BY sort of the groups")?;
     let out = order_and_limit(batch, &plan.order, plan.visible)?;
-    Ok((out, Profile { layout: None, groups, two_level, rows_in, hash_table_bytes }))
+    Ok((out, Profile { layout: None, groups, two_level, rows_in, hash_table_bytes, ..Profile::default() }))
 }
 
 /// The unit key `()` of a key-less aggregation, produced through the extractor.
@@ -309,15 +320,18 @@ fn select_groups<'k, K: GroupKey>(
     order: &OrderLimit,
     plan: &AggregatePlan,
     decode: &impl Fn(&'k K, usize) -> OrdVal<'k>,
-) -> Vec<u32> {
-    let all = || (0..t.len() as u32).collect();
+    query: &QueryContext,
+) -> Result<Vec<u32>> {
+    let all = || Ok((0..t.len() as u32).collect());
     let Some(limit) = order.limit.map(|l| l.saturating_add(order.offset)) else { return all() };
     if order.order_by.is_empty() {
-        return (0..t.len().min(limit) as u32).collect();
+        return Ok((0..t.len().min(limit) as u32).collect());
     }
     if limit > MAX_TOP_N {
         return all();
     }
+    let entry = std::mem::size_of::<(Vec<OrdVal<'k>>, u32)>() + order.order_by.len() * std::mem::size_of::<OrdVal<'k>>();
+    query.grow(limit.min(t.len()) * entry, "ORDER BY ... LIMIT top-N buffer")?;
     let keys = &order.order_by;
     let val = |g: u32, k: &SortKey| sort_value(t, g, plan.output[k.output].1, decode);
     // `best` is sorted best-first and holds at most `limit` candidates.
@@ -325,6 +339,9 @@ fn select_groups<'k, K: GroupKey>(
     for g in 0..t.len() as u32 {
         if limit == 0 {
             break;
+        }
+        if g % 65_536 == 0 {
+            query.check_cancelled()?;
         }
         if best.len() == limit {
             // Threshold check against the worst kept candidate, key by key, without
@@ -346,7 +363,7 @@ fn select_groups<'k, K: GroupKey>(
         best.insert(pos, (v, g));
         best.truncate(limit);
     }
-    best.into_iter().map(|(_, g)| g).collect()
+    Ok(best.into_iter().map(|(_, g)| g).collect())
 }
 
 fn emit<'k, K>(

@@ -10,6 +10,7 @@
 
 mod accum;
 mod aggregate;
+pub mod context;
 pub mod filter;
 mod hashtable;
 mod keys;
@@ -21,6 +22,7 @@ mod scan;
 use arrow::array::RecordBatch;
 use tessera_common::{ColumnChunks, Result, Settings};
 
+pub use context::{CancelToken, QueryContext};
 pub use plan::*;
 pub use pool::Pools;
 
@@ -38,6 +40,8 @@ pub struct Profile {
     pub rows_in: usize,
     /// Bytes held by the final hash tables (keys, hashes, slots, states).
     pub hash_table_bytes: usize,
+    /// The most bytes the query's accounted buffers held at once (see [`QueryContext`]).
+    pub peak_memory_bytes: usize,
 }
 
 /// Runs `plan` with `settings` on a pool from `pools`; returns the answer as one batch.
@@ -45,6 +49,22 @@ pub struct Profile {
 /// # Errors
 /// I/O or corruption while loading columns, overflow in SUM, or resource errors.
 pub fn execute(plan: &Plan, settings: &Settings, pools: &Pools) -> Result<(RecordBatch, Profile)> {
+    let query = QueryContext::new(settings.max_memory_usage, CancelToken::new());
+    execute_in(plan, settings, pools, &query)
+}
+
+/// Runs `plan` like [`execute`], accounting memory and checking cancellation in `query`.
+///
+/// # Errors
+/// As [`execute`], plus [`tessera_common::Error::ResourcesExhausted`] when the query's
+/// buffers exceed the context's limit and [`tessera_common::Error::Cancelled`].
+pub fn execute_in(
+    plan: &Plan,
+    settings: &Settings,
+    pools: &Pools,
+    query: &QueryContext,
+) -> Result<(RecordBatch, Profile)> {
+    query.check_cancelled()?;
     let table = plan.table();
     let used = plan.columns_used();
     let loaded = table.columns(&used)?;
@@ -53,8 +73,10 @@ pub fn execute(plan: &Plan, settings: &Settings, pools: &Pools) -> Result<(Recor
         cols[i] = Some(c);
     }
     let pool = pools.get(settings.max_threads)?;
-    match plan {
-        Plan::Aggregate(p) => aggregate::execute(p, &cols, settings, &pool),
-        Plan::Scan(p) => scan::execute(p, &cols, settings, &pool),
-    }
+    let (batch, mut profile) = match plan {
+        Plan::Aggregate(p) => aggregate::execute(p, &cols, settings, &pool, query),
+        Plan::Scan(p) => scan::execute(p, &cols, settings, &pool, query),
+    }?;
+    profile.peak_memory_bytes = query.peak_memory_usage();
+    Ok((batch, profile))
 }

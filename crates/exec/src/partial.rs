@@ -22,6 +22,7 @@ use rayon::prelude::*;
 use tessera_common::{Error, Result};
 
 use crate::accum::Accumulator;
+use crate::context::QueryContext;
 use crate::hashtable::{GroupTable, PARTITIONS, partition_of};
 use crate::keys::GroupKey;
 
@@ -81,6 +82,14 @@ macro_rules! raw_vals {
                 }
             }
 
+            /// Bytes reserved for the values.
+            fn memory_size(&self) -> usize {
+                match self {
+                    RawVals::None => 0,
+                    $(RawVals::$variant(v) => v.capacity() * std::mem::size_of::<$native>(),)*
+                }
+            }
+
             fn into_array(self) -> Option<ArrayRef> {
                 match self {
                     RawVals::None => None,
@@ -116,6 +125,13 @@ impl<K> Scattered<K> {
     fn len(&self) -> usize {
         self.keys.len()
     }
+
+    /// Bytes reserved for keys (inline part), hashes and values.
+    fn memory_size(&self) -> usize {
+        self.keys.capacity() * std::mem::size_of::<K>()
+            + self.hashes.capacity() * 8
+            + self.vals.iter().map(|v| v.memory_size()).sum::<usize>()
+    }
 }
 
 /// A worker's partial aggregate.
@@ -144,6 +160,25 @@ impl<K: GroupKey> Partial<K> {
             Partial::Single(t) => t.len(),
             Partial::Two(parts) => parts.iter().map(|t| t.len()).sum(),
             Partial::Scatter { frozen, parts } => frozen.len() + parts.iter().map(|p| p.len()).sum::<usize>(),
+        }
+    }
+
+    /// Bytes held: hash tables, plus reserved radix-partition buffers when scattering.
+    pub(crate) fn memory_size(&self) -> usize {
+        match self {
+            Partial::Single(t) => t.memory_size(),
+            Partial::Two(parts) => parts.iter().map(|t| t.memory_size()).sum(),
+            Partial::Scatter { frozen, parts } => {
+                frozen.memory_size() + parts.iter().map(|p| p.memory_size()).sum::<usize>()
+            }
+        }
+    }
+
+    /// What [`Partial::memory_size`] is spent on, for memory-limit errors.
+    pub(crate) fn operator(&self) -> &'static str {
+        match self {
+            Partial::Scatter { .. } => "GROUP BY radix-partition buffers",
+            _ => "GROUP BY hash table",
         }
     }
 
@@ -263,9 +298,12 @@ struct PartitionInput<K> {
 
 /// Final phase over radix partitions: returns one final table per non-empty partition.
 /// Runs on the current rayon pool.
+/// Memory is accounted in `query`: each partition's final table is added when built and
+/// the partition's inputs released once merged; cancellation is checked per partition.
 pub(crate) fn finalize_partitioned<K: GroupKey>(
     partials: Vec<Partial<K>>,
     new_accs: &(impl Fn() -> Vec<Accumulator> + Sync),
+    query: &QueryContext,
 ) -> Result<Vec<GroupTable<K>>> {
     let prepared: Vec<(Vec<GroupTable<K>>, Option<Vec<Scattered<K>>>)> = partials
         .into_par_iter()
@@ -292,6 +330,9 @@ pub(crate) fn finalize_partitioned<K: GroupKey>(
     let finals: Vec<GroupTable<K>> = inputs
         .into_par_iter()
         .map(|mut input| -> Result<GroupTable<K>> {
+            query.check_cancelled()?;
+            let input_bytes = input.tables.iter().map(|t| t.memory_size()).sum::<usize>()
+                + input.rows.iter().map(|r| r.memory_size()).sum::<usize>();
             let mut f = if input.rows.is_empty() && !input.tables.is_empty() {
                 // Merge into the largest partial: fewest inserts.
                 let big = (0..input.tables.len()).max_by_key(|&i| input.tables[i].len()).unwrap_or(0);
@@ -314,6 +355,8 @@ pub(crate) fn finalize_partitioned<K: GroupKey>(
             for t in &input.tables {
                 f.merge_from(t);
             }
+            query.grow(f.memory_size(), "GROUP BY merge of radix partitions")?;
+            query.shrink(input_bytes);
             Ok(f)
         })
         .filter(|f| f.as_ref().map_or(true, |f| f.len() > 0))

@@ -11,6 +11,7 @@ use tessera_common::{ColumnChunks, Error, Result, Settings};
 
 use crate::Profile;
 use crate::aggregate::order_and_limit;
+use crate::context::QueryContext;
 use crate::filter::{evaluate, morsel_columns, selection};
 use crate::plan::{OrderLimit, ScalarExpr, ScanPlan};
 use crate::pool::run_morsels;
@@ -24,6 +25,7 @@ pub(crate) fn execute(
     cols: &[Option<ColumnChunks>],
     settings: &Settings,
     pool: &rayon::ThreadPool,
+    query: &QueryContext,
 ) -> Result<(RecordBatch, Profile)> {
     let schema: SchemaRef = Arc::new(Schema::new(
         plan.output
@@ -40,8 +42,9 @@ pub(crate) fn execute(
         pool,
         settings.max_threads,
         chunk_lens.len(),
-        || (Vec::<RecordBatch>::new(), 0usize, 0usize),
-        |(kept, kept_rows, passed), m| {
+        || (Vec::<RecordBatch>::new(), 0usize, 0usize, 0usize),
+        |(kept, kept_rows, passed, accounted), m| {
+            query.check_cancelled()?;
             if want.is_some_and(|w| plan.order.order_by.is_empty() && *kept_rows >= w) {
                 return Ok(());
             }
@@ -84,11 +87,14 @@ pub(crate) fn execute(
                     *kept_rows = best.num_rows();
                     *kept = vec![best];
                 }
+            let bytes = kept.iter().map(|b| b.get_array_memory_size()).sum();
+            let op = if plan.order.order_by.is_empty() { "scan output buffer" } else { "ORDER BY ... LIMIT top-N buffer" };
+            query.resize(accounted, bytes, op)?;
             Ok(())
         },
     )?;
-    let rows_in = parts.iter().map(|(_, _, passed)| passed).sum();
-    let batches: Vec<RecordBatch> = parts.into_iter().flat_map(|(b, _, _)| b).collect();
+    let rows_in = parts.iter().map(|(_, _, passed, _)| passed).sum();
+    let batches: Vec<RecordBatch> = parts.into_iter().flat_map(|(b, _, _, _)| b).collect();
     let merged = concat_batches(&schema, &batches)?;
     let out = order_and_limit(merged, &plan.order, plan.visible)?;
     Ok((out, Profile { rows_in, ..Profile::default() }))
