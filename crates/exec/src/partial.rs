@@ -327,6 +327,17 @@ pub(crate) fn finalize_partitioned<K: GroupKey>(
             }
         }
     }
+    // The per-partition pieces replace the workers' tables: account them at their own size
+    // (splitting gives each piece its own slot array, so the pieces can add up to more than
+    // the tables they came from), so that releasing them below never under-counts.
+    let split_bytes: usize = inputs
+        .iter()
+        .map(|i| {
+            i.tables.iter().map(|t| t.memory_size()).sum::<usize>() + i.rows.iter().map(|r| r.memory_size()).sum::<usize>()
+        })
+        .sum();
+    let mut accounted = query.memory_usage();
+    query.resize(&mut accounted, split_bytes, "GROUP BY radix partitions")?;
     let finals: Vec<GroupTable<K>> = inputs
         .into_par_iter()
         .map(|mut input| -> Result<GroupTable<K>> {
