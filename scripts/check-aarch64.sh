@@ -102,6 +102,10 @@ setup_env() { # qemu-cpu
   export AR_aarch64_unknown_linux_gnu=$CROSS-ar
   local sysroot=${QEMU_SYSROOT:-/}
   export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L $sysroot -cpu $1"
+  # Tests that start a child process of their own binary (the storage crash test) prefix
+  # it with this runner: binfmt_misc is often unavailable in containers, so an aarch64
+  # executable cannot be exec'd directly.
+  export TESSERA_TEST_RUNNER="qemu-aarch64 -L $sysroot -cpu $1"
 }
 
 # Debian's cargo, with --target inserted after the subcommand.

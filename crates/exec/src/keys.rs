@@ -100,11 +100,20 @@ impl GroupKey for (u128, &[u8]) {
         hash_u128(self.0 ^ (hs << 64 | hs))
     }
     fn hash_batch(keys: &[Self], kern: &Kernels, out: &mut Vec<u64>) {
-        let strs: Vec<&[u8]> = keys.iter().map(|k| k.1).collect();
-        let mut hs = vec![0u64; keys.len()];
-        (kern.hash_strs)(&strs, &mut hs);
-        let mixed: Vec<u128> = keys.iter().zip(&hs).map(|(k, &h)| k.0 ^ ((h as u128) << 64 | h as u128)).collect();
-        (kern.hash_u128)(&mixed, sized(out, keys.len()));
+        thread_local! {
+            /// Reused per worker thread: the fixed parts mixed with the string hashes.
+            static MIXED: std::cell::RefCell<Vec<u128>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        let out = sized(out, keys.len());
+        // The string hash is one function in every family (per string), so hash inline.
+        for (o, k) in out.iter_mut().zip(keys) {
+            *o = hash_bytes(k.1);
+        }
+        MIXED.with_borrow_mut(|mixed| {
+            mixed.clear();
+            mixed.extend(keys.iter().zip(out.iter()).map(|(k, &h)| k.0 ^ ((h as u128) << 64 | h as u128)));
+            (kern.hash_u128)(mixed, out);
+        });
     }
     #[inline(always)]
     fn key_eq(&self, other: &Self) -> bool {
