@@ -16,6 +16,7 @@ mod keys;
 mod partial;
 pub mod plan;
 pub mod pool;
+pub mod prune;
 mod scan;
 
 use arrow::array::RecordBatch;
@@ -45,6 +46,10 @@ pub struct Profile {
 /// # Errors
 /// I/O or corruption while loading columns, overflow in SUM, or resource errors.
 pub fn execute(plan: &Plan, settings: &Settings, pools: &Pools) -> Result<(RecordBatch, Profile)> {
+    // Granule skipping: a source with statistics narrows the table to the morsels the
+    // WHERE clause may match (prune.rs); other tables run as they are.
+    let pruned = prune::pruned_plan(plan)?;
+    let plan = pruned.as_ref().unwrap_or(plan);
     let table = plan.table();
     let used = plan.columns_used();
     let loaded = table.columns(&used)?;
