@@ -20,6 +20,13 @@ pub(crate) struct BenchArgs {
     /// `--rows` rows cached in `--data-dir`.
     #[arg(long = "load", value_name = "hits=FILE")]
     load: Option<String>,
+    /// Read `hits` from this database directory (see `tessera load`) instead of a file:
+    /// every run decodes from the memory-mapped parts.
+    #[arg(long, conflicts_with = "load")]
+    db: Option<PathBuf>,
+    /// Extra SQL statements to time (named S1, S2, .. in the output); repeatable.
+    #[arg(long = "sql")]
+    extra_sql: Vec<String>,
     /// ClickBench query numbers (1..43), comma-separated.
     #[arg(long, default_value = "19,33,34", value_delimiter = ',')]
     queries: Vec<usize>,
@@ -117,7 +124,10 @@ pub(crate) fn run(args: BenchArgs) -> Result<()> {
     if args.runs == 0 {
         return Err(Error::InvalidArgument("--runs must be at least 1".into()));
     }
-    let db = Database::new();
+    let db = match &args.db {
+        Some(dir) => Database::open(dir)?,
+        None => Database::new(),
+    };
     if let Some(t) = args.threads {
         if t == 0 {
             return Err(Error::InvalidArgument("--threads must be at least 1".into()));
@@ -125,6 +135,7 @@ pub(crate) fn run(args: BenchArgs) -> Result<()> {
         db.set("max_threads", &t.to_string())?;
     }
     let path = match &args.load {
+        _ if args.db.is_some() => args.db.clone().unwrap_or_default(),
         Some(spec) => {
             let (name, path) = parse_load(spec)?;
             if !name.eq_ignore_ascii_case("hits") {
@@ -146,15 +157,26 @@ pub(crate) fn run(args: BenchArgs) -> Result<()> {
 
     // Plan every query first, so an unsupported one fails before any timing.
     let load_start = Instant::now();
-    load_table(&db, "hits", &path)?;
+    if args.db.is_none() {
+        load_table(&db, "hits", &path)?;
+    } else if db.disk_table("hits").is_none() {
+        return Err(Error::UnknownTable(format!("hits (not in {}; run `tessera load --db DIR hits FILE`)", path.display())));
+    }
     let mut queries = Vec::new();
     for &q in &args.queries {
         let sql = tessera_datasets::hits::query(q)?;
-        db.preload(sql).map_err(|e| match e {
-            Error::NotImplemented(m) => Error::NotImplemented(format!("Q{q} is not supported yet: {m}")),
-            other => other,
-        })?;
+        // On-disk tables decode on every run: preloading would only warm the page cache.
+        if args.db.is_none() {
+            db.preload(sql).map_err(|e| match e {
+                Error::NotImplemented(m) => Error::NotImplemented(format!("Q{q} is not supported yet: {m}")),
+                other => other,
+            })?;
+        }
         queries.push((q, sql));
+    }
+    let extra: Vec<String> = args.extra_sql.clone();
+    for (i, sql) in extra.iter().enumerate() {
+        queries.push((1000 + i + 1, sql.as_str()));
     }
     let load_seconds = load_start.elapsed().as_secs_f64();
     let table_rows = db.table("hits").map_or(0, |t| t.num_rows());
@@ -167,6 +189,9 @@ pub(crate) fn run(args: BenchArgs) -> Result<()> {
 
     let mut results = Vec::new();
     for (q, sql) in queries {
+        if let Some(t) = db.disk_table("hits") {
+            t.take_last_prune();
+        }
         let warm = db.sql(sql)?;
         let result_rows = warm.iter().map(|b| b.num_rows()).sum();
         let mut times = Vec::with_capacity(args.runs);
@@ -188,10 +213,16 @@ pub(crate) fn run(args: BenchArgs) -> Result<()> {
             times_seconds: times,
             result_rows,
         };
+        let label = if q > 1000 { format!("S{}", q - 1000) } else { format!("Q{q}") };
+        let pruned = db.disk_table("hits").and_then(|t| t.take_last_prune());
+        let pruned = pruned.map_or(String::new(), |(k, t)| format!("   granules {k}/{t}"));
         println!(
-            "Q{:<3} mean {:>8.4} s   min {:>8.4} s   median {:>8.4} s   rows {}",
-            q, r.mean_seconds, r.min_seconds, r.median_seconds, r.result_rows
+            "{:<4} mean {:>8.4} s   min {:>8.4} s   median {:>8.4} s   rows {}",
+            label, r.mean_seconds, r.min_seconds, r.median_seconds, r.result_rows
         );
+        if !pruned.is_empty() {
+            println!("{pruned}");
+        }
         results.push(r);
     }
     let total: f64 = results.iter().map(|r| r.mean_seconds).sum();

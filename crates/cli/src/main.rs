@@ -2,6 +2,7 @@
 //! benchmark queries the way ClickHouse benchmarks ClickHouse.
 
 mod bench;
+mod load;
 mod output;
 
 use std::path::{Path, PathBuf};
@@ -56,11 +57,16 @@ enum Cmd {
         /// Worker threads (max_threads); default: vCPUs.
         #[arg(long)]
         threads: Option<usize>,
+        /// Database directory with on-disk tables (see `tessera load`).
+        #[arg(long)]
+        db: Option<PathBuf>,
         /// The SQL statement.
         sql: String,
     },
     /// Benchmark ClickBench queries: 1 warm-up + N runs per query; mean, min, median.
     Bench(bench::BenchArgs),
+    /// Load a Parquet or TSV file into an on-disk table of a database directory.
+    Load(load::LoadArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -120,8 +126,11 @@ fn run(cli: Cli) -> Result<()> {
             generate_hits(&out, rows, seed)?;
             Ok(())
         }
-        Cmd::Query { load, format, threads, sql } => {
-            let db = Database::new();
+        Cmd::Query { load, format, threads, db, sql } => {
+            let db = match db {
+                Some(dir) => Database::open(&dir)?,
+                None => Database::new(),
+            };
             if let Some(t) = threads {
                 db.set("max_threads", &t.to_string())?;
             }
@@ -133,6 +142,7 @@ fn run(cli: Cli) -> Result<()> {
             output::print(&batches, format)
         }
         Cmd::Bench(args) => bench::run(args),
+        Cmd::Load(args) => load::run(args),
     }
 }
 

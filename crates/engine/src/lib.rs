@@ -38,7 +38,7 @@ pub use tessera_common::{Error, Result, Settings, Table};
 use tessera_exec::Pools;
 pub use tessera_exec::Profile;
 use tessera_sql::Statement;
-pub use tessera_storage::{Codec, DiskTable, TableOptions};
+pub use tessera_storage::{Codec, DEFAULT_GRANULE_ROWS, DiskTable, TableOptions};
 
 /// A set of named tables plus default settings and thread pools.
 #[derive(Debug, Default)]

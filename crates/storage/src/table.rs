@@ -265,9 +265,11 @@ impl DiskTable {
             .sum()
     }
 
-    /// (granules kept, granules total) of the last read that skipped granules.
-    pub fn last_prune(&self) -> Option<(usize, usize)> {
-        *self.last_prune.lock().expect("prune lock")
+    /// (granules kept, granules total) of the last read that used the granule-skipping
+    /// hook since the previous call, and clears it. `None`: no query asked to skip
+    /// granules (no usable WHERE condition).
+    pub fn take_last_prune(&self) -> Option<(usize, usize)> {
+        self.last_prune.lock().ok()?.take()
     }
 
     fn parts_now(&self) -> Arc<Vec<(PartIdKey, Arc<Part>)>> {
