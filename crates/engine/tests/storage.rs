@@ -90,7 +90,9 @@ fn granule_skipping_on_generated_hits_reads_few_granules_and_same_answers() {
         assert_eq!(on_disk, count(&mem, &sql), "{q}");
         assert_eq!(total, 196, "{q}: 2 parts of 100,000 rows in granules of 1,024");
         eprintln!("{q}: {kept}/{total} granules, {on_disk} rows match");
-        if q != "Q20" {
+        if q == "Q20" {
+            assert!(kept * 5 <= total, "Q20: bloom filters on UserID skip most granules: {kept} of {total}");
+        } else {
             assert!(on_disk > 0, "{q}: the generator makes CounterID 62 rows in July 2013");
             assert!(kept * 10 <= total, "{q}: read {kept} of {total} granules");
         }

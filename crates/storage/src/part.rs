@@ -35,6 +35,64 @@ pub(crate) const MIN_BLOCK_BYTES: usize = 256 * 1024;
 const MARKS_MAGIC: &[u8; 4] = b"TSMK";
 const PRIMARY_MAGIC: &[u8; 4] = b"TSPK";
 const MINMAX_MAGIC: &[u8; 4] = b"TSMM";
+const BLOOM_MAGIC: &[u8; 4] = b"TSBF";
+
+/// Bloom filter bits per distinct value of a granule (~1% false positives with 3 probes).
+const BLOOM_BITS_PER_VALUE: usize = 10;
+/// Probes per value.
+const BLOOM_PROBES: u64 = 3;
+
+/// Hash of an integer-like value for the bloom filters (its value as i128, little-endian).
+pub(crate) fn bloom_hash_int(v: i128) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(&v.to_le_bytes())
+}
+
+/// Hash of a string or binary value for the bloom filters.
+pub(crate) fn bloom_hash_bytes(v: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(v)
+}
+
+/// Whether the bloom filter `words` (a power-of-two count of u64) may contain `hash`.
+pub(crate) fn bloom_may_contain(words: &[u64], hash: u64) -> bool {
+    if words.is_empty() {
+        return false;
+    }
+    let mask = (words.len() as u64 * 64) - 1;
+    let (h1, h2) = (hash, (hash >> 32) | 1);
+    (0..BLOOM_PROBES).all(|i| {
+        let bit = h1.wrapping_add(i.wrapping_mul(h2)) & mask;
+        words[(bit / 64) as usize] & (1 << (bit % 64)) != 0
+    })
+}
+
+/// A bloom filter over the non-NULL values of `arr`, sized by their distinct count.
+fn bloom_of(arr: &dyn Array) -> Vec<u64> {
+    fn ints<A: ArrowPrimitiveType>(arr: &dyn Array) -> Vec<u64>
+    where
+        A::Native: IntNative,
+    {
+        let a = arr.as_primitive::<A>();
+        (0..a.len()).filter(|&i| a.is_valid(i)).map(|i| bloom_hash_int(a.value(i).to_i128())).collect()
+    }
+    let mut hashes: Vec<u64> = int_dispatch!(arr.data_type(), A => ints::<A>(arr), _ => match arr.data_type() {
+        DataType::Utf8 => arr.as_string::<i32>().iter().flatten().map(|v| bloom_hash_bytes(v.as_bytes())).collect(),
+        DataType::Binary => arr.as_binary::<i32>().iter().flatten().map(bloom_hash_bytes).collect(),
+        _ => Vec::new(),
+    });
+    hashes.sort_unstable();
+    hashes.dedup();
+    let bits = (hashes.len() * BLOOM_BITS_PER_VALUE).max(64).next_power_of_two();
+    let mut words = vec![0u64; bits / 64];
+    let mask = bits as u64 - 1;
+    for h in hashes {
+        let (h1, h2) = (h, (h >> 32) | 1);
+        for i in 0..BLOOM_PROBES {
+            let bit = h1.wrapping_add(i.wrapping_mul(h2)) & mask;
+            words[(bit / 64) as usize] |= 1 << (bit % 64);
+        }
+    }
+    words
+}
 
 /// Per-column settings of a part.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -66,6 +124,8 @@ pub(crate) struct Layout {
     pub(crate) codecs: Vec<Codec>,
     pub(crate) granule_rows: usize,
     pub(crate) encodings: bool,
+    /// Columns with a per-granule bloom filter (for `column = constant`).
+    pub(crate) bloom: Vec<usize>,
 }
 
 /// Arrow type name as stored in `meta.json`.
@@ -159,6 +219,7 @@ struct ColumnOut {
     maxs: ArrayRef,
     file_len: u64,
     hash: u64,
+    blooms: Vec<Vec<u64>>,
 }
 
 /// Writes a part of `rows` rows into the existing empty directory `dir`: column `c` is
@@ -194,7 +255,7 @@ pub(crate) fn write_part(
                 Some(p) => take(col.as_ref(), p, None)?,
                 None => col,
             };
-            let out = write_column(dir, c, &col, layout.codecs[c], layout.encodings, gr)?;
+            let out = write_column(dir, c, &col, layout, gr)?;
             done(c);
             Ok(out)
         })
@@ -236,6 +297,20 @@ pub(crate) fn write_part(
         block::write_block(o.maxs.as_ref(), Codec::None, false, &mut minmax).map_err(Error::Internal)?;
     }
     finish_index(&mut minmax);
+    // bloom.idx: column list, then per column and granule a word count and the words.
+    let mut bloom = index_header(BLOOM_MAGIC, layout.bloom.len(), granules);
+    for &c in &layout.bloom {
+        bloom.extend_from_slice(&(c as u32).to_le_bytes());
+    }
+    for &c in &layout.bloom {
+        for words in &outs[c].blooms {
+            bloom.extend_from_slice(&(words.len() as u32).to_le_bytes());
+            for w in words {
+                bloom.extend_from_slice(&w.to_le_bytes());
+            }
+        }
+    }
+    finish_index(&mut bloom);
     let meta = PartMeta {
         format_version: FORMAT_VERSION,
         rows,
@@ -255,7 +330,9 @@ pub(crate) fn write_part(
         sort_key: layout.sort_key.clone(),
     };
     let meta = serde_json::to_vec_pretty(&meta).map_err(|e| Error::internal(format!("meta.json: {e}")))?;
-    for (name, bytes) in [("marks.mrk", &marks), ("primary.idx", &primary), ("minmax.idx", &minmax), ("meta.json", &meta)] {
+    for (name, bytes) in
+        [("marks.mrk", &marks), ("primary.idx", &primary), ("minmax.idx", &minmax), ("bloom.idx", &bloom), ("meta.json", &meta)]
+    {
         write_synced(&dir.join(name), bytes)?;
         files.push((name.to_string(), bytes.len() as u64, xxhash_rust::xxh3::xxh3_64(bytes)));
     }
@@ -283,7 +360,10 @@ fn finish_index(v: &mut Vec<u8>) {
     v.extend_from_slice(&h.to_le_bytes());
 }
 
-fn write_column(dir: &Path, c: usize, col: &ArrayRef, codec: Codec, encodings: bool, gr: usize) -> Result<ColumnOut> {
+fn write_column(dir: &Path, c: usize, col: &ArrayRef, layout: &Layout, gr: usize) -> Result<ColumnOut> {
+    let (codec, encodings) = (layout.codecs[c], layout.encodings);
+    let with_bloom = layout.bloom.contains(&c);
+    let mut blooms = Vec::new();
     let path = dir.join(format!("c{c}.bin"));
     let rows = col.len();
     let granules = granule_count(rows, gr);
@@ -303,6 +383,9 @@ fn write_column(dir: &Path, c: usize, col: &ArrayRef, codec: Codec, encodings: b
             let gran = col.slice(s, len);
             bytes += block::plain_size(gran.as_ref());
             let (lo, hi) = min_max(gran.as_ref())?;
+            if with_bloom {
+                blooms.push(bloom_of(gran.as_ref()));
+            }
             mins.push(lo);
             maxs.push(hi);
             marks.push((buf.len() as u64, (s - start) as u32));
@@ -319,7 +402,7 @@ fn write_column(dir: &Path, c: usize, col: &ArrayRef, codec: Codec, encodings: b
     write_synced(&path, &buf)?;
     let mins = concat(&mins.iter().map(|a| a.as_ref()).collect::<Vec<_>>())?;
     let maxs = concat(&maxs.iter().map(|a| a.as_ref()).collect::<Vec<_>>())?;
-    Ok(ColumnOut { marks, mins, maxs, file_len: buf.len() as u64, hash: xxhash_rust::xxh3::xxh3_64(&buf) })
+    Ok(ColumnOut { marks, mins, maxs, file_len: buf.len() as u64, hash: xxhash_rust::xxh3::xxh3_64(&buf), blooms })
 }
 
 /// Minimum and maximum of the non-NULL values of `arr`, as one-row arrays (NULL when all
@@ -399,6 +482,8 @@ pub struct Part {
     /// First sort-key tuple of each granule (one array of `granules` values per key column).
     pub(crate) primary: Vec<ArrayRef>,
     pub(crate) stats: Vec<Stats>,
+    /// `blooms[c]`: per-granule bloom filters of column `c`, if it has them.
+    pub(crate) blooms: Vec<Option<Vec<Vec<u64>>>>,
 }
 
 impl Part {
@@ -528,6 +613,8 @@ impl Part {
         let mm_types: Vec<DataType> = schema.fields().iter().flat_map(|f| [f.data_type().clone(), f.data_type().clone()]).collect();
         let mm = read_blocks(body, &mm_types, g).map_err(|d| corrupt("minmax.idx", d))?;
         let stats = mm.chunks_exact(2).map(|p| stats_of(&p[0], &p[1])).collect();
+        let bloom_bytes = take_small(&mut small, "bloom.idx")?;
+        let blooms = read_blooms(&bloom_bytes, ncols, g).map_err(|d| corrupt("bloom.idx", d))?;
         // column files
         let mut maps = Vec::with_capacity(ncols);
         for c in 0..ncols {
@@ -567,6 +654,7 @@ impl Part {
             marks,
             primary,
             stats,
+            blooms,
         })
     }
 
@@ -635,6 +723,49 @@ impl Part {
             _ => Ok(concat(&pieces.iter().map(|a| a.as_ref()).collect::<Vec<_>>())?),
         }
     }
+}
+
+fn read_blooms(bytes: &[u8], ncols: usize, granules: usize) -> block::DResult<Vec<Option<Vec<Vec<u64>>>>> {
+    if bytes.len() < 24 {
+        return Err(format!("truncated: {} bytes", bytes.len()));
+    }
+    let n = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes")) as usize;
+    let mut body = check_index(bytes, BLOOM_MAGIC, n, granules)?;
+    let mut pos = 16;
+    let mut u32_at = |body: &mut &[u8]| -> block::DResult<usize> {
+        if body.len() < 4 {
+            return Err(format!("truncated at byte offset {pos}"));
+        }
+        let v = u32::from_le_bytes(body[..4].try_into().expect("4 bytes")) as usize;
+        *body = &body[4..];
+        pos += 4;
+        Ok(v)
+    };
+    let mut cols = Vec::with_capacity(n);
+    for _ in 0..n {
+        let c = u32_at(&mut body)?;
+        if c >= ncols {
+            return Err(format!("bloom filter for column {c} of {ncols}"));
+        }
+        cols.push(c);
+    }
+    let mut out = vec![None; ncols];
+    for c in cols {
+        let mut per = Vec::with_capacity(granules);
+        for _ in 0..granules {
+            let w = u32_at(&mut body)?;
+            if !w.is_power_of_two() || body.len() < w * 8 {
+                return Err(format!("bad bloom filter of {w} words for column {c}"));
+            }
+            per.push(body[..w * 8].chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes"))).collect());
+            body = &body[w * 8..];
+        }
+        out[c] = Some(per);
+    }
+    if !body.is_empty() {
+        return Err(format!("{} trailing bytes", body.len()));
+    }
+    Ok(out)
 }
 
 /// Checks magic, version, counts and trailing checksum of an index file; returns its body.

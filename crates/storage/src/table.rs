@@ -33,6 +33,12 @@ pub struct TableOptions {
     pub granule_rows: usize,
     /// Use dictionary / frame-of-reference encodings where they make a block smaller.
     pub encodings: bool,
+    /// Columns with per-granule bloom filters (skip granules for `column = constant`).
+    /// `None`: the sort-key columns after the first (the first is pruned well by min/max;
+    /// later ones are sorted only within runs of equal prefixes, so their min/max ranges
+    /// are wide).
+    #[serde(default)]
+    pub bloom_columns: Option<Vec<String>>,
 }
 
 impl Default for TableOptions {
@@ -43,6 +49,7 @@ impl Default for TableOptions {
             column_codecs: Vec::new(),
             granule_rows: DEFAULT_GRANULE_ROWS,
             encodings: true,
+            bloom_columns: None,
         }
     }
 }
@@ -460,7 +467,21 @@ fn layout_of(name: &str, schema: &SchemaRef, options: &TableOptions) -> Result<L
         let c = find(n).ok_or_else(|| Error::UnknownColumn { table: name.into(), column: n.clone() })?;
         codecs[c] = *codec;
     }
-    Ok(Layout { schema: schema.clone(), sort_key, codecs, granule_rows: options.granule_rows, encodings: options.encodings })
+    let bloom = match &options.bloom_columns {
+        Some(names) => names
+            .iter()
+            .map(|n| find(n).ok_or_else(|| Error::UnknownColumn { table: name.into(), column: n.clone() }))
+            .collect::<Result<Vec<_>>>()?,
+        None => sort_key.iter().skip(1).copied().collect(),
+    };
+    Ok(Layout {
+        schema: schema.clone(),
+        sort_key,
+        codecs,
+        granule_rows: options.granule_rows,
+        encodings: options.encodings,
+        bloom,
+    })
 }
 
 fn columns_meta(schema: &SchemaRef, layout: &Layout) -> Vec<part::ColumnMeta> {
@@ -536,6 +557,19 @@ impl Snapshot {
                 }
             },
             (Stats::None, _) => true,
+        }) && ranges.iter().all(|r| {
+            // Equality: the bloom filter, where the column has one.
+            let (Some((lo, true)), Some((hi, true))) = (&r.lower, &r.upper) else { return true };
+            let Some(blooms) = &p.blooms[r.column] else { return true };
+            if lo != hi {
+                return true;
+            }
+            let h = match (lo, &p.stats[r.column]) {
+                (RangeValue::Int(v), Stats::Int(_)) => part::bloom_hash_int(*v),
+                (RangeValue::Bytes(b), Stats::Bytes(_)) => part::bloom_hash_bytes(b),
+                _ => return true,
+            };
+            part::bloom_may_contain(&blooms[g], h)
         })
     }
 }

@@ -22,7 +22,7 @@ fn make() -> (tempfile::TempDir, PathBuf) {
     ]));
     let store = Store::open(dir.path()).unwrap();
     let t = store
-        .create_table("t", schema.clone(), TableOptions { order_by: vec!["k".into()], granule_rows: 512, ..TableOptions::default() })
+        .create_table("t", schema.clone(), TableOptions { order_by: vec!["k".into(), "url".into()], granule_rows: 512, ..TableOptions::default() })
         .unwrap();
     let n = 5000;
     let b = RecordBatch::try_new(
@@ -94,7 +94,7 @@ fn flipped_bytes_in_column_blocks_name_column_and_offset() {
 
 #[test]
 fn damaged_index_meta_and_checksum_files_fail_at_open() {
-    for file in ["marks.mrk", "primary.idx", "minmax.idx", "meta.json", "checksums.txt"] {
+    for file in ["marks.mrk", "primary.idx", "minmax.idx", "bloom.idx", "meta.json", "checksums.txt"] {
         for at in [0usize, 5, 17, 10_000_000] {
             let (dir, part) = make();
             flip(&part.join(file), at);
@@ -105,7 +105,7 @@ fn damaged_index_meta_and_checksum_files_fail_at_open() {
 
 #[test]
 fn truncated_files_fail() {
-    for file in ["c0.bin", "c1.bin", "marks.mrk", "primary.idx", "minmax.idx", "meta.json"] {
+    for file in ["c0.bin", "c1.bin", "marks.mrk", "primary.idx", "minmax.idx", "bloom.idx", "meta.json"] {
         let (dir, part) = make();
         truncate(&part.join(file), 3);
         expect_corrupt(dir.path(), file, &["size"]);
@@ -117,7 +117,7 @@ fn truncated_files_fail() {
 
 #[test]
 fn missing_files_fail() {
-    for file in ["c1.bin", "marks.mrk", "primary.idx", "minmax.idx", "meta.json", "checksums.txt"] {
+    for file in ["c1.bin", "marks.mrk", "primary.idx", "minmax.idx", "bloom.idx", "meta.json", "checksums.txt"] {
         let (dir, part) = make();
         std::fs::remove_file(part.join(file)).unwrap();
         expect_corrupt(dir.path(), file, &["missing file"]);

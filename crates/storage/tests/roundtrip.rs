@@ -116,7 +116,7 @@ fn codec_of(i: u8) -> Codec {
 }
 
 proptest! {
-    #![proptest_config(Config { cases: 40, rng_seed: RngSeed::Fixed(7), failure_persistence: None, ..Config::default() })]
+    #![proptest_config(Config { cases: 24, rng_seed: RngSeed::Fixed(7), failure_persistence: None, ..Config::default() })]
 
     /// Every type, codec and encoding comes back bit for bit (values and NULLs), across
     /// several parts and a reopen.
