@@ -447,12 +447,22 @@ fn check_offsets(offs: &[u32], len: usize) -> DResult<()> {
 }
 
 fn decode_var(r: &mut Reader<'_>, rows: usize, enc: u8, nulls: Option<NullBuffer>, dt: &DataType) -> DResult<ArrayRef> {
+    // Dictionary blocks of Utf8 columns validate UTF-8 once per dictionary entry instead of
+    // once per row (`dict_utf8_ok`).
+    let mut dict_utf8_ok = false;
     let (offsets, values): (Vec<i32>, Vec<u8>) = if enc == Encoding::Dict as u8 {
         let n = r.u32()? as usize;
         let doffs = r.u32s(n.checked_add(1).ok_or("length overflow")?)?;
         let dlen = *doffs.last().unwrap_or(&0) as usize;
         check_offsets(&doffs, dlen)?;
         let dict = r.take(dlen)?;
+        if *dt == DataType::Utf8 {
+            for w in doffs.windows(2) {
+                std::str::from_utf8(&dict[w[0] as usize..w[1] as usize])
+                    .map_err(|e| format!("bad string data in dictionary: {e}"))?;
+            }
+            dict_utf8_ok = true;
+        }
         let width = r.u8()? as usize;
         if !matches!(width, 1 | 2 | 4) {
             return Err(format!("bad dictionary index width {width}"));
@@ -485,6 +495,18 @@ fn decode_var(r: &mut Reader<'_>, rows: usize, enc: u8, nulls: Option<NullBuffer
         return Err(format!("encoding {enc} is not valid for {dt}"));
     };
     let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
+    if dict_utf8_ok {
+        if nulls.as_ref().is_some_and(|n| n.len() != rows) || offsets.len() != rows + 1 {
+            return Err("null bitmap or offsets do not match the row count".into());
+        }
+        // SAFETY: `new_unchecked` needs offsets that are monotonic, start within and end
+        // within `values`, lie on UTF-8 char boundaries, and delimit valid UTF-8; and a null
+        // buffer of the array's length. The offsets were built above by appending whole
+        // dictionary entries to `values` (monotonic, last = values.len()), each entry was
+        // checked to be valid UTF-8, so every row's bytes and every boundary are valid; the
+        // lengths are checked just above.
+        return Ok(Arc::new(unsafe { StringArray::new_unchecked(offsets, Buffer::from_vec(values), nulls) }));
+    }
     Ok(match dt {
         DataType::Utf8 => Arc::new(
             StringArray::try_new(offsets, Buffer::from_vec(values), nulls).map_err(|e| format!("bad string data: {e}"))?,
