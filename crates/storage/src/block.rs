@@ -346,7 +346,9 @@ pub(crate) fn read_block(buf: &[u8], dt: &DataType) -> DResult<ArrayRef> {
         return Err(format!("block declares {plen} payload bytes"));
     }
     let stored = &buf[HEADER_LEN..len];
-    let owned;
+    // The decompressed payload is an Arrow buffer so that plain string values can be
+    // sliced out of it without a copy.
+    let mut owned = Buffer::from_vec(Vec::<u8>::new());
     let payload: &[u8] = match codec {
         0 => stored,
         1 => {
@@ -355,11 +357,11 @@ pub(crate) fn read_block(buf: &[u8], dt: &DataType) -> DResult<ArrayRef> {
             if n != plen {
                 return Err(format!("lz4 gave {n} bytes, header says {plen}"));
             }
-            owned = out;
+            owned = Buffer::from_vec(out);
             &owned
         }
         2 => {
-            owned = zstd::bulk::decompress(stored, plen).map_err(|e| format!("zstd: {e}"))?;
+            owned = Buffer::from_vec(zstd::bulk::decompress(stored, plen).map_err(|e| format!("zstd: {e}"))?);
             if owned.len() != plen {
                 return Err(format!("zstd gave {} bytes, header says {plen}", owned.len()));
             }
@@ -367,10 +369,12 @@ pub(crate) fn read_block(buf: &[u8], dt: &DataType) -> DResult<ArrayRef> {
         }
         c => return Err(format!("unknown codec id {c}")),
     };
-    decode_payload(payload, rows, enc, dt)
+    let whole = (codec != 0).then_some(&owned);
+    decode_payload(payload, whole, rows, enc, dt)
 }
 
-fn decode_payload(payload: &[u8], rows: usize, enc: u8, dt: &DataType) -> DResult<ArrayRef> {
+/// Decodes a payload; `whole` is the buffer `payload` spans, when there is one.
+fn decode_payload(payload: &[u8], whole: Option<&Buffer>, rows: usize, enc: u8, dt: &DataType) -> DResult<ArrayRef> {
     let mut r = Reader { buf: payload, pos: 0 };
     let nulls = match r.u8()? {
         0 => None,
@@ -383,7 +387,7 @@ fn decode_payload(payload: &[u8], rows: usize, enc: u8, dt: &DataType) -> DResul
     let arr = int_dispatch!(dt, A => decode_ints::<A>(&mut r, rows, enc, nulls)?, _ => match dt {
         DataType::Float32 => plain_prim::<Float32Type>(&mut r, rows, enc, nulls)?,
         DataType::Float64 => plain_prim::<Float64Type>(&mut r, rows, enc, nulls)?,
-        DataType::Utf8 | DataType::Binary => decode_var(&mut r, rows, enc, nulls, dt)?,
+        DataType::Utf8 | DataType::Binary => decode_var(&mut r, whole, rows, enc, nulls, dt)?,
         other => return Err(format!("type {other} is not stored by this format")),
     });
     if r.pos != payload.len() {
@@ -446,11 +450,18 @@ fn check_offsets(offs: &[u32], len: usize) -> DResult<()> {
     Ok(())
 }
 
-fn decode_var(r: &mut Reader<'_>, rows: usize, enc: u8, nulls: Option<NullBuffer>, dt: &DataType) -> DResult<ArrayRef> {
+fn decode_var(
+    r: &mut Reader<'_>,
+    whole: Option<&Buffer>,
+    rows: usize,
+    enc: u8,
+    nulls: Option<NullBuffer>,
+    dt: &DataType,
+) -> DResult<ArrayRef> {
     // Dictionary blocks of Utf8 columns validate UTF-8 once per dictionary entry instead of
     // once per row (`dict_utf8_ok`).
     let mut dict_utf8_ok = false;
-    let (offsets, values): (Vec<i32>, Vec<u8>) = if enc == Encoding::Dict as u8 {
+    let (offsets, values): (Vec<i32>, Buffer) = if enc == Encoding::Dict as u8 {
         let n = r.u32()? as usize;
         let doffs = r.u32s(n.checked_add(1).ok_or("length overflow")?)?;
         let dlen = *doffs.last().unwrap_or(&0) as usize;
@@ -484,12 +495,17 @@ fn decode_var(r: &mut Reader<'_>, rows: usize, enc: u8, nulls: Option<NullBuffer
             }
             offsets.push(values.len() as i32);
         }
-        (offsets, values)
+        (offsets, Buffer::from_vec(values))
     } else if enc == Encoding::Plain as u8 {
         let offs = r.u32s(rows + 1)?;
         let len = *offs.last().unwrap_or(&0) as usize;
         check_offsets(&offs, len)?;
-        let values = r.take(len)?.to_vec();
+        let start = r.pos;
+        let bytes = r.take(len)?;
+        let values = match whole {
+            Some(b) => b.slice_with_length(start, len),
+            None => Buffer::from_slice_ref(bytes),
+        };
         (offs.into_iter().map(|o| o as i32).collect(), values)
     } else {
         return Err(format!("encoding {enc} is not valid for {dt}"));
@@ -505,14 +521,14 @@ fn decode_var(r: &mut Reader<'_>, rows: usize, enc: u8, nulls: Option<NullBuffer
         // dictionary entries to `values` (monotonic, last = values.len()), each entry was
         // checked to be valid UTF-8, so every row's bytes and every boundary are valid; the
         // lengths are checked just above.
-        return Ok(Arc::new(unsafe { StringArray::new_unchecked(offsets, Buffer::from_vec(values), nulls) }));
+        return Ok(Arc::new(unsafe { StringArray::new_unchecked(offsets, values, nulls) }));
     }
     Ok(match dt {
         DataType::Utf8 => Arc::new(
-            StringArray::try_new(offsets, Buffer::from_vec(values), nulls).map_err(|e| format!("bad string data: {e}"))?,
+            StringArray::try_new(offsets, values, nulls).map_err(|e| format!("bad string data: {e}"))?,
         ),
         _ => Arc::new(
-            BinaryArray::try_new(offsets, Buffer::from_vec(values), nulls).map_err(|e| format!("bad binary data: {e}"))?,
+            BinaryArray::try_new(offsets, values, nulls).map_err(|e| format!("bad binary data: {e}"))?,
         ),
     })
 }
