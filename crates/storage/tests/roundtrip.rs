@@ -213,7 +213,13 @@ fn rows_are_sorted_by_the_key_and_merges_keep_every_row() {
         assert_eq!(got, want);
     };
     check(&store);
+    // A reader's snapshot taken before the merge still reads every row after the merge has
+    // replaced (and deleted) the parts it maps.
+    let before = t.snapshot().unwrap();
     assert!(t.optimize().unwrap());
+    let old_rows: usize = before.columns(&[2]).unwrap()[0].iter().map(|a| a.len()).sum();
+    assert_eq!(old_rows, 4000);
+    assert_eq!(before.chunk_lens().len(), 4 * 2, "4 parts of 10 granules = 2 morsels each");
     assert_eq!(t.num_parts(), 1);
     assert!(!t.optimize().unwrap());
     check(&store);
