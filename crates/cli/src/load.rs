@@ -43,12 +43,15 @@ pub(crate) struct LoadArgs {
     file: PathBuf,
 }
 
+/// Reads all rows of one column of the input.
+type ColumnFn = Box<dyn Fn(usize) -> Result<ArrayRef> + Sync>;
+
 pub(crate) fn run(args: LoadArgs) -> Result<()> {
     let db = Database::open(&args.db)?;
     let start = Instant::now();
     let is_hits = args.table.eq_ignore_ascii_case("hits");
     let ext = args.file.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
-    let (schema, rows, get): (_, usize, Box<dyn Fn(usize) -> Result<ArrayRef> + Sync>) = if ext == "tsv" || ext == "tab" {
+    let (schema, rows, get): (_, usize, ColumnFn) = if ext == "tsv" || ext == "tab" {
         if !is_hits {
             return Err(Error::InvalidArgument("TSV files carry no schema: only 'hits' loads from TSV".into()));
         }

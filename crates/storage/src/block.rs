@@ -194,7 +194,6 @@ where
 {
     let a = arr.as_primitive::<A>();
     let vals: &[A::Native] = a.values();
-    let w = std::mem::size_of::<A::Native>();
     if encode && !vals.is_empty() {
         let (mut lo, mut hi) = (vals[0].to_i128(), vals[0].to_i128());
         for v in vals {
@@ -204,7 +203,7 @@ where
         }
         let bits = 128 - ((hi - lo) as u128).leading_zeros() as usize;
         let packed = (vals.len() * bits).div_ceil(64) * 8 + 17;
-        if packed < vals.len() * w {
+        if packed < std::mem::size_of_val(vals) {
             p.extend_from_slice(&lo.to_le_bytes());
             p.push(bits as u8);
             let mut acc: u128 = 0;

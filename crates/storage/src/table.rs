@@ -119,7 +119,7 @@ pub struct DiskTable {
     schema: SchemaRef,
     options: TableOptions,
     layout: Layout,
-    parts: RwLock<Arc<Vec<(PartIdKey, Arc<Part>)>>>,
+    parts: RwLock<PartList>,
     /// Held while a part is renamed into place and published; guards the next insert number.
     commit: Mutex<u64>,
     /// One merge at a time.
@@ -128,6 +128,9 @@ pub struct DiskTable {
     /// benchmarks.
     last_prune: Mutex<Option<(usize, usize)>>,
 }
+
+/// The committed parts with their identities, ordered by insert number.
+type PartList = Arc<Vec<(PartIdKey, Arc<Part>)>>;
 
 /// Opaque part identity kept in the part list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -279,7 +282,7 @@ impl DiskTable {
         self.last_prune.lock().ok()?.take()
     }
 
-    fn parts_now(&self) -> Arc<Vec<(PartIdKey, Arc<Part>)>> {
+    fn parts_now(&self) -> PartList {
         self.parts.read().expect("parts lock").clone()
     }
 
@@ -510,7 +513,7 @@ struct Morsel {
 #[derive(Debug)]
 struct Snapshot {
     table: Arc<DiskTable>,
-    parts: Arc<Vec<(PartIdKey, Arc<Part>)>>,
+    parts: PartList,
     morsels: Vec<Morsel>,
 }
 
