@@ -4,7 +4,8 @@ Tessera (LZ4 and ZSTD), DuckDB and chDB (ClickHouse MergeTree), from one Parquet
 
 Usage: python3 scripts/bench-storage.py HITS.parquet WORKDIR [TESSERA_BINARY]
 Needs `pip install duckdb chdb`. Prints one line per system; WORKDIR is wiped first.
-With TESSERA_ONLY=1 only Tessera's loads run.
+With TESSERA_ONLY=1 only Tessera's loads run. Each system's output is deleted after it is
+measured (10M rows take 2-3 GB each) unless KEEP=1.
 """
 import os
 import shutil
@@ -41,6 +42,8 @@ for codec in ["lz4", "zstd(3)"]:
     if rows is None:
         rows = duckdb.connect().execute(f"SELECT COUNT(*) FROM read_parquet('{src}')").fetchall()[0][0]
     report(f"tessera {codec}", rows, secs, du(db))
+    if not os.environ.get("KEEP"):
+        shutil.rmtree(db)
 
 if os.environ.get("TESSERA_ONLY"):
     sys.exit(0)
@@ -55,6 +58,8 @@ con.execute("CHECKPOINT")
 secs = time.time() - t
 con.close()
 report("duckdb " + duckdb.__version__, rows, secs, du(path))
+if not os.environ.get("KEEP"):
+    os.remove(path)
 
 from chdb import session  # noqa: E402
 
