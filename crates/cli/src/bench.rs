@@ -37,6 +37,13 @@ pub(crate) struct BenchArgs {
     /// `--rows` rows cached in `--data-dir`.
     #[arg(long = "load", value_name = "hits=FILE")]
     load: Option<String>,
+    /// Read `hits` from this database directory (see `tessera load`) instead of a file:
+    /// every run decodes from the memory-mapped parts.
+    #[arg(long, conflicts_with = "load")]
+    db: Option<PathBuf>,
+    /// Extra SQL statements to time (named S1, S2, .. in the output); repeatable.
+    #[arg(long = "sql")]
+    extra_sql: Vec<String>,
     /// ClickBench query numbers (1..43), comma-separated.
     #[arg(long, default_value = "19,33,34", value_delimiter = ',')]
     queries: Vec<usize>,
@@ -214,6 +221,9 @@ fn summarize(q: usize, sql: &str, times: Vec<f64>, result_rows: usize, table_row
 
 /// The data files to benchmark: `--load`, or one generated file per `--rows` value.
 fn datasets(args: &BenchArgs) -> Result<Vec<PathBuf>> {
+    if let Some(dir) = &args.db {
+        return Ok(vec![dir.clone()]);
+    }
     if let Some(spec) = &args.load {
         let (name, path) = parse_load(spec)?;
         if !name.eq_ignore_ascii_case("hits") {
@@ -244,6 +254,9 @@ fn latency_point(db: &Database, queries: &[(usize, &str)], runs: usize, cancel: 
     let table_rows = db.table("hits").map_or(0, |t| t.num_rows());
     let mut results = Vec::new();
     for &(q, sql) in queries {
+        if let Some(t) = db.disk_table("hits") {
+            t.take_last_prune();
+        }
         let warm = db.sql_cancellable(sql, cancel)?;
         let result_rows = warm.iter().map(|b| b.num_rows()).sum();
         let mut times = Vec::with_capacity(runs);
@@ -254,10 +267,14 @@ fn latency_point(db: &Database, queries: &[(usize, &str)], runs: usize, cancel: 
             drop(out);
         }
         let r = summarize(q, sql, times, result_rows, table_rows);
+        let label = if q > 1000 { format!("S{}", q - 1000) } else { format!("Q{q}") };
         println!(
-            "Q{:<3} mean {:>8.4} s   min {:>8.4} s   median {:>8.4} s   rows {}",
-            q, r.mean_seconds, r.min_seconds, r.median_seconds, r.result_rows
+            "{:<4} mean {:>8.4} s   min {:>8.4} s   median {:>8.4} s   rows {}",
+            label, r.mean_seconds, r.min_seconds, r.median_seconds, r.result_rows
         );
+        if let Some((k, t)) = db.disk_table("hits").and_then(|t| t.take_last_prune()) {
+            println!("   granules {k}/{t}");
+        }
         results.push(r);
     }
     Ok(results)
@@ -295,7 +312,10 @@ pub(crate) fn run(args: BenchArgs, cancel: &CancelToken) -> Result<()> {
     let mut points = Vec::new();
     let mut level = "";
     for path in datasets(&args)? {
-        let db = Database::new();
+        let db = match &args.db {
+            Some(dir) => Database::open(dir)?,
+            None => Database::new(),
+        };
         for spec in &args.set {
             let (name, value) = spec
                 .split_once('=')
@@ -309,15 +329,28 @@ pub(crate) fn run(args: BenchArgs, cancel: &CancelToken) -> Result<()> {
         level = simd_level;
         // Plan every query first, so an unsupported one fails before any timing.
         let load_start = Instant::now();
-        load_table(&db, "hits", &path)?;
+        if args.db.is_none() {
+            load_table(&db, "hits", &path)?;
+        } else if db.disk_table("hits").is_none() {
+            return Err(Error::UnknownTable(format!(
+                "hits (not in {}; run `tessera load --db DIR hits FILE`)",
+                path.display()
+            )));
+        }
         let mut queries = Vec::new();
         for &q in &args.queries {
             let sql = tessera_datasets::hits::query(q)?;
-            db.preload(sql).map_err(|e| match e {
-                Error::NotImplemented(m) => Error::NotImplemented(format!("Q{q} is not supported yet: {m}")),
-                other => other,
-            })?;
+            // On-disk tables decode on every run: preloading would only warm the page cache.
+            if args.db.is_none() {
+                db.preload(sql).map_err(|e| match e {
+                    Error::NotImplemented(m) => Error::NotImplemented(format!("Q{q} is not supported yet: {m}")),
+                    other => other,
+                })?;
+            }
             queries.push((q, sql));
+        }
+        for (i, sql) in args.extra_sql.iter().enumerate() {
+            queries.push((1000 + i + 1, sql.as_str()));
         }
         let load_seconds = load_start.elapsed().as_secs_f64();
         let table_rows = db.table("hits").map_or(0, |t| t.num_rows());

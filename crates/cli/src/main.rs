@@ -3,6 +3,7 @@
 
 mod bench;
 mod compare;
+mod load;
 mod output;
 mod throughput;
 
@@ -60,6 +61,9 @@ enum Cmd {
         /// Worker threads (max_threads); default: vCPUs.
         #[arg(long)]
         threads: Option<usize>,
+        /// Database directory with on-disk tables (see `tessera load`).
+        #[arg(long)]
+        db: Option<PathBuf>,
         /// The SQL statement.
         sql: String,
     },
@@ -68,6 +72,8 @@ enum Cmd {
     /// Compare two `tessera bench --json` files: per-query times, gain %, totals, QPS;
     /// Markdown on stdout, optional SVG chart.
     Compare(compare::CompareArgs),
+    /// Load a Parquet or TSV file into an on-disk table of a database directory.
+    Load(load::LoadArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -139,8 +145,11 @@ fn run(cli: Cli, cancel: &CancelToken) -> Result<()> {
             generate_hits(&out, rows, seed)?;
             Ok(())
         }
-        Cmd::Query { load, format, threads, sql } => {
-            let db = Database::new();
+        Cmd::Query { load, format, threads, db, sql } => {
+            let db = match db {
+                Some(dir) => Database::open(&dir)?,
+                None => Database::new(),
+            };
             if let Some(t) = threads {
                 db.set("max_threads", &t.to_string())?;
             }
@@ -153,6 +162,7 @@ fn run(cli: Cli, cancel: &CancelToken) -> Result<()> {
         }
         Cmd::Bench(args) => bench::run(args, cancel),
         Cmd::Compare(args) => compare::run(args),
+        Cmd::Load(args) => load::run(args),
     }
 }
 

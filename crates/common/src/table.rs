@@ -23,6 +23,48 @@ pub trait ColumnSource: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// I/O or corruption errors naming the file.
     fn load_columns(&self, indices: &[usize]) -> Result<Vec<Vec<ArrayRef>>>;
+
+    /// Granule skipping hook: given conditions every row of the answer satisfies (a
+    /// conjunction of [`ColumnRange`]s from the WHERE clause), a source that keeps per-range
+    /// statistics (min/max, a sparse primary index) may return a narrower source holding
+    /// only the morsels that can contain such rows, with their chunk lengths. `None` (the
+    /// default) means "read everything". Conditions on columns the source has no
+    /// statistics for are ignored, so the returned source may still hold rows that fail
+    /// them: the filter is always applied afterwards.
+    fn prune(&self, _ranges: &[ColumnRange]) -> Option<PrunedSource> {
+        None
+    }
+}
+
+/// A constant bound of a [`ColumnRange`], in the column's domain: integers, dates (days)
+/// and timestamps (seconds) as `Int`, strings and binaries as `Bytes` (compared bytewise).
+#[derive(Debug, Clone, PartialEq)]
+pub enum RangeValue {
+    /// An integer in the column's domain (may lie outside the column type's range).
+    Int(i128),
+    /// Bytes of a string or binary value.
+    Bytes(Vec<u8>),
+}
+
+/// `lower <(=) column <(=) upper` for one column; `None` bounds are open. NULLs never
+/// satisfy a range (SQL comparisons with NULL are not true).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColumnRange {
+    /// Column index (schema position).
+    pub column: usize,
+    /// Lower bound and whether it is inclusive.
+    pub lower: Option<(RangeValue, bool)>,
+    /// Upper bound and whether it is inclusive.
+    pub upper: Option<(RangeValue, bool)>,
+}
+
+/// What [`ColumnSource::prune`] returns: a source over the kept morsels only.
+#[derive(Debug, Clone)]
+pub struct PrunedSource {
+    /// Rows of each kept morsel, in order.
+    pub chunk_lens: Vec<usize>,
+    /// Reads the kept morsels (same column contract as [`ColumnSource::load_columns`]).
+    pub source: Arc<dyn ColumnSource>,
 }
 
 /// Whether Tessera's execution supports columns of this type.
@@ -162,6 +204,24 @@ impl Table {
             }
         }
         Ok(indices.iter().map(|&i| cols[i].clone().expect("loaded above")).collect())
+    }
+
+    /// A table over the morsels that may hold rows satisfying all of `ranges` (see
+    /// [`ColumnSource::prune`]); `None` when the table has no source or the source cannot
+    /// skip anything. Columns already in memory are not carried over: the narrower table
+    /// reads them from the source again.
+    ///
+    /// # Errors
+    /// As [`Table::lazy`].
+    pub fn prune(&self, ranges: &[ColumnRange]) -> Result<Option<Table>> {
+        let Some(source) = &self.source else { return Ok(None) };
+        if ranges.is_empty() {
+            return Ok(None);
+        }
+        match source.prune(ranges) {
+            Some(p) => Table::lazy(&self.name, self.schema.clone(), p.chunk_lens, Some(p.source)).map(Some),
+            None => Ok(None),
+        }
     }
 
     /// Loads every column now (what `Database::load` does after registering a file).

@@ -9,6 +9,20 @@
 //! # Ok::<(), tessera_engine::Error>(())
 //! ```
 //!
+//! [`Database::open`] opens a database directory of on-disk tables (`tessera-storage`):
+//! `CREATE TABLE .. ORDER BY (..)`, `INSERT`, `OPTIMIZE TABLE`, and queries that read
+//! through memory maps and skip granules the WHERE clause excludes. Each query reads a
+//! consistent snapshot of the table's parts.
+//!
+//! ```no_run
+//! use tessera_engine::Database;
+//! let db = Database::open("mydb".as_ref())?;
+//! db.sql("CREATE TABLE t (k INT NOT NULL, s TEXT) ENGINE = MergeTree ORDER BY (k)")?;
+//! db.sql("INSERT INTO t VALUES (2, 'b'), (1, NULL)")?;
+//! let batches = db.sql("SELECT COUNT(*) FROM t WHERE k = 1")?;
+//! # Ok::<(), tessera_engine::Error>(())
+//! ```
+//!
 //! A `Database` is `Send + Sync`: share it (`Arc<Database>`) and query from many threads at
 //! once. Each query runs on a rayon pool of `max_threads` workers.
 
@@ -24,6 +38,7 @@ pub use tessera_common::{Error, Result, Settings, Table};
 use tessera_exec::Pools;
 pub use tessera_exec::{CancelToken, Profile, QueryContext};
 use tessera_sql::Statement;
+pub use tessera_storage::{Codec, DEFAULT_GRANULE_ROWS, DiskTable, TableOptions};
 
 /// A set of named tables plus default settings and thread pools.
 #[derive(Debug, Default)]
@@ -33,6 +48,7 @@ pub struct Database {
     pools: Pools,
     /// Worker threads granted to running queries (`concurrent_threads_soft_limit_num`).
     threads_in_use: Mutex<usize>,
+    store: Option<tessera_storage::Store>,
 }
 
 /// Worker threads granted to one running query; given back on drop.
@@ -61,6 +77,58 @@ impl Database {
     /// An empty database with the given default settings.
     pub fn with_settings(settings: Settings) -> Self {
         Database { settings: RwLock::new(settings), ..Self::default() }
+    }
+
+    /// Opens (creating if missing) the database directory `dir`: its on-disk tables become
+    /// queryable, next to any in-memory tables registered later. Leftovers of crashed
+    /// inserts and merges are removed; every part's metadata and index checksums are
+    /// verified.
+    ///
+    /// # Errors
+    /// [`Error::Io`], or [`Error::Corrupt`] naming the damaged file, part and offset.
+    pub fn open(dir: &Path) -> Result<Self> {
+        Ok(Database { store: Some(tessera_storage::Store::open(dir)?), ..Self::default() })
+    }
+
+    fn store(&self) -> Result<&tessera_storage::Store> {
+        self.store.as_ref().ok_or_else(|| {
+            Error::InvalidArgument("this database has no directory: use Database::open(dir) for on-disk tables".into())
+        })
+    }
+
+    /// Creates an on-disk table (what `CREATE TABLE` does).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] without a directory, for a bad name or an existing
+    /// table; [`Error::UnknownColumn`] for a sort key naming no column;
+    /// [`Error::NotImplemented`] for unsupported types; [`Error::Io`].
+    pub fn create_table(&self, name: &str, schema: SchemaRef, options: TableOptions) -> Result<Arc<DiskTable>> {
+        if self.tables.read().expect("catalog lock").contains_key(&name.to_ascii_lowercase()) {
+            return Err(Error::InvalidArgument(format!("table '{name}' already exists (in memory)")));
+        }
+        self.store()?.create_table(name, schema, options)
+    }
+
+    /// Inserts record batches into on-disk table `name` as one new part, durable on return.
+    ///
+    /// # Errors
+    /// [`Error::UnknownTable`], [`Error::InvalidArgument`] for a schema mismatch, [`Error::Io`].
+    pub fn insert(&self, name: &str, batches: &[RecordBatch]) -> Result<()> {
+        self.disk_table(name).ok_or_else(|| Error::UnknownTable(name.into()))?.insert(batches)
+    }
+
+    /// Merges the parts of on-disk table `name` (what `OPTIMIZE TABLE` does); returns
+    /// whether a merge happened.
+    ///
+    /// # Errors
+    /// [`Error::UnknownTable`], corruption found in the inputs, [`Error::Io`].
+    pub fn optimize(&self, name: &str) -> Result<bool> {
+        self.disk_table(name).ok_or_else(|| Error::UnknownTable(name.into()))?.optimize()
+    }
+
+    /// The on-disk table `name`, if any.
+    pub fn disk_table(&self, name: &str) -> Option<Arc<DiskTable>> {
+        self.store.as_ref()?.table(name)
     }
 
     /// Adds (or replaces) a table.
@@ -117,15 +185,23 @@ impl Database {
         self.table(name).ok_or_else(|| Error::UnknownTable(name.into()))?.load_all()
     }
 
-    /// The table called `name` (case-insensitive).
+    /// The table called `name` (case-insensitive). For an on-disk table, a snapshot of its
+    /// current parts whose columns are decoded on first use.
     pub fn table(&self, name: &str) -> Option<Arc<Table>> {
-        self.tables.read().expect("catalog lock").get(&name.to_ascii_lowercase()).cloned()
+        if let Some(t) = self.tables.read().expect("catalog lock").get(&name.to_ascii_lowercase()) {
+            return Some(t.clone());
+        }
+        self.disk_table(name).and_then(|t| t.snapshot().ok()).map(Arc::new)
     }
 
     /// Names of all tables, sorted.
     pub fn table_names(&self) -> Vec<String> {
         let mut v: Vec<String> = self.tables.read().expect("catalog lock").keys().cloned().collect();
+        if let Some(s) = &self.store {
+            v.extend(s.table_names());
+        }
         v.sort();
+        v.dedup();
         v
     }
 
@@ -224,6 +300,21 @@ impl Database {
                 let (batch, profile) = tessera_exec::execute_in(&plan, &s, &self.pools, &query)?;
                 drop(grant);
                 Ok((vec![batch], profile))
+            }
+            Statement::CreateTable { name, schema, order_by, if_not_exists } => {
+                if if_not_exists && self.table(&name).is_some() {
+                    return Ok((vec![], Profile::default()));
+                }
+                self.create_table(&name, schema, TableOptions { order_by, ..TableOptions::default() })?;
+                Ok((vec![], Profile::default()))
+            }
+            Statement::Insert { table, batch } => {
+                self.insert(&table, &[batch])?;
+                Ok((vec![], Profile::default()))
+            }
+            Statement::Optimize { table } => {
+                self.optimize(&table)?;
+                Ok((vec![], Profile::default()))
             }
         }
     }

@@ -17,6 +17,7 @@ mod keys;
 mod partial;
 pub mod plan;
 pub mod pool;
+pub mod prune;
 mod scan;
 
 use arrow::array::RecordBatch;
@@ -65,6 +66,10 @@ pub fn execute_in(
     query: &QueryContext,
 ) -> Result<(RecordBatch, Profile)> {
     query.check_cancelled()?;
+    // Granule skipping: a source with statistics narrows the table to the morsels the
+    // WHERE clause may match (prune.rs); other tables run as they are.
+    let pruned = prune::pruned_plan(plan)?;
+    let plan = pruned.as_ref().unwrap_or(plan);
     let table = plan.table();
     let used = plan.columns_used();
     let loaded = table.columns(&used)?;

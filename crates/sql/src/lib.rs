@@ -7,10 +7,13 @@
 //! `GROUP BY` by column, alias or position; `ORDER BY` by output alias, column, aggregate
 //! or position, `ASC`/`DESC`, `NULLS FIRST/LAST` (default NULLS LAST, as ClickHouse and
 //! DuckDB); `LIMIT`, `OFFSET`; a query's `SETTINGS name = value` clause; `SET name = value`.
+//! On-disk tables: `CREATE TABLE .. ORDER BY (..)`, `INSERT INTO .. VALUES`, `OPTIMIZE TABLE`
+//! (carried out by the engine).
 //! Anything else is [`Error::NotImplemented`] naming the construct.
 
 #![warn(missing_docs)]
 
+mod ddl;
 mod planner;
 
 pub use planner::{Statement, plan};

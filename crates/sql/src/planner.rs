@@ -32,6 +32,29 @@ pub enum Statement {
         /// Value as written (quotes removed).
         value: String,
     },
+    /// `CREATE TABLE`: a new on-disk table.
+    CreateTable {
+        /// Table name.
+        name: String,
+        /// Columns (nullable unless `NOT NULL`).
+        schema: arrow::datatypes::SchemaRef,
+        /// Sort key column names (`ORDER BY`, else `PRIMARY KEY`), major first.
+        order_by: Vec<String>,
+        /// `IF NOT EXISTS` was given.
+        if_not_exists: bool,
+    },
+    /// `INSERT INTO t VALUES ..`: rows already converted to the table's schema.
+    Insert {
+        /// Table name.
+        table: String,
+        /// The rows.
+        batch: arrow::array::RecordBatch,
+    },
+    /// `OPTIMIZE TABLE t`: merge the table's parts.
+    Optimize {
+        /// Table name.
+        table: String,
+    },
 }
 
 /// Parses and plans one SQL statement. `catalog` resolves table names.
@@ -57,6 +80,9 @@ pub fn plan(sql: &str, catalog: &dyn Fn(&str) -> Option<Arc<Table>>) -> Result<S
             };
             Ok(Statement::Set { name: object_name(&variable), value: setting_value(value)? })
         }
+        ast::Statement::CreateTable(ct) => crate::ddl::create_table(&ct),
+        ast::Statement::Insert(ins) => crate::ddl::insert(&ins, catalog),
+        ast::Statement::OptimizeTable { name, .. } => Ok(crate::ddl::optimize(&name)),
         other => Err(Error::not_implemented(format!("statement {}", first_words(&other.to_string())))),
     }
 }

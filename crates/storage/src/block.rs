@@ -1,0 +1,562 @@
+//! Compressed, checksummed blocks: one block holds the values of consecutive granules of
+//! one column, lightly encoded (plain, dictionary or frame-of-reference bit-packing), then
+//! compressed with the column's codec. See the crate docs for the byte layout.
+//!
+//! Decoding never trusts the bytes: every length and index is checked, and the checksum is
+//! verified before anything else is read. Errors come back as a detail string that the
+//! caller wraps with the file, part, column and byte offset.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, BinaryArray, PrimitiveArray, StringArray};
+use arrow::buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow::datatypes::{ArrowPrimitiveType, DataType, Float32Type, Float64Type};
+use serde::{Deserialize, Serialize};
+
+/// Bytes of the block header.
+pub(crate) const HEADER_LEN: usize = 24;
+
+/// Largest uncompressed payload a block may declare (a guard against absurd allocations
+/// from damaged headers; real blocks are 64 KiB-1 MiB, or one granule of long strings).
+const MAX_PAYLOAD: usize = 1 << 30;
+
+/// Decoding errors: a detail message, wrapped by the caller with file, part and column.
+pub(crate) type DResult<T> = std::result::Result<T, String>;
+
+/// Compression codec of a column's blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Codec {
+    /// Stored as is.
+    None,
+    /// LZ4 block format (`lz4_flex`): fast to decompress; the default.
+    #[default]
+    Lz4,
+    /// Zstandard at the given level (1..=22; 3 is zstd's default).
+    Zstd(i32),
+}
+
+impl Codec {
+    fn id(self) -> u8 {
+        match self {
+            Codec::None => 0,
+            Codec::Lz4 => 1,
+            Codec::Zstd(_) => 2,
+        }
+    }
+
+    /// Parses `none`, `lz4`, `zstd` or `zstd(LEVEL)` / `zstd:LEVEL` (case-insensitive).
+    pub fn parse(s: &str) -> Option<Codec> {
+        let s = s.trim().to_ascii_lowercase();
+        match s.as_str() {
+            "none" => Some(Codec::None),
+            "lz4" => Some(Codec::Lz4),
+            "zstd" => Some(Codec::Zstd(3)),
+            _ => {
+                let rest = s.strip_prefix("zstd")?;
+                let lvl = rest.trim_start_matches(['(', ':']).trim_end_matches(')').trim();
+                lvl.parse().ok().filter(|l| (1..=22).contains(l)).map(Codec::Zstd)
+            }
+        }
+    }
+}
+
+/// Light encodings applied before the codec; chosen per block by encoded size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Encoding {
+    Plain = 0,
+    Dict = 1,
+    For = 2,
+}
+
+/// Calls `$body` with `$A` bound to the Arrow primitive type of an integer-like column
+/// (integers, Date32, Timestamp(Second)); `$other` otherwise.
+macro_rules! int_dispatch {
+    ($dt:expr, $A:ident => $body:expr, _ => $other:expr) => {
+        match $dt {
+            arrow::datatypes::DataType::Int8 => { type $A = arrow::datatypes::Int8Type; $body }
+            arrow::datatypes::DataType::Int16 => { type $A = arrow::datatypes::Int16Type; $body }
+            arrow::datatypes::DataType::Int32 => { type $A = arrow::datatypes::Int32Type; $body }
+            arrow::datatypes::DataType::Int64 => { type $A = arrow::datatypes::Int64Type; $body }
+            arrow::datatypes::DataType::UInt8 => { type $A = arrow::datatypes::UInt8Type; $body }
+            arrow::datatypes::DataType::UInt16 => { type $A = arrow::datatypes::UInt16Type; $body }
+            arrow::datatypes::DataType::UInt32 => { type $A = arrow::datatypes::UInt32Type; $body }
+            arrow::datatypes::DataType::UInt64 => { type $A = arrow::datatypes::UInt64Type; $body }
+            arrow::datatypes::DataType::Date32 => { type $A = arrow::datatypes::Date32Type; $body }
+            arrow::datatypes::DataType::Timestamp(arrow::datatypes::TimeUnit::Second, None) => { type $A = arrow::datatypes::TimestampSecondType; $body }
+            _ => $other,
+        }
+    };
+}
+pub(crate) use int_dispatch;
+
+/// Integer natives as i128 and back (values always fit: they came from the same type).
+pub(crate) trait IntNative: Copy {
+    fn to_i128(self) -> i128;
+    fn from_i128(v: i128) -> Self;
+}
+
+macro_rules! int_native {
+    ($($t:ty),*) => {$(
+        impl IntNative for $t {
+            #[inline]
+            fn to_i128(self) -> i128 { self as i128 }
+            #[inline]
+            fn from_i128(v: i128) -> Self { v as $t }
+        }
+    )*};
+}
+int_native!(i8, i16, i32, i64, u8, u16, u32, u64);
+
+/// Bytes per value of a fixed-width type, `None` for strings and binaries.
+pub(crate) fn fixed_width(dt: &DataType) -> Option<usize> {
+    dt.primitive_width()
+}
+
+/// Uncompressed size of `arr` in plain encoding, bytes (values + offsets; nulls ignored).
+pub(crate) fn plain_size(arr: &dyn Array) -> usize {
+    match fixed_width(arr.data_type()) {
+        Some(w) => w * arr.len(),
+        None => {
+            let (offs, _) = var_parts(arr);
+            (offs[arr.len()] - offs[0]) as usize + 4 * (arr.len() + 1)
+        }
+    }
+}
+
+/// The offsets and value bytes of a Utf8 or Binary array.
+fn var_parts(arr: &dyn Array) -> (&[i32], &[u8]) {
+    match arr.data_type() {
+        DataType::Utf8 => {
+            let a = arr.as_string::<i32>();
+            (a.value_offsets(), a.values().as_slice())
+        }
+        _ => {
+            let a = arr.as_binary::<i32>();
+            (a.value_offsets(), a.values().as_slice())
+        }
+    }
+}
+
+/// Appends one block holding all of `arr` to `out`. `encode` allows dictionary and
+/// frame-of-reference encodings (each used only where it makes the block smaller).
+///
+/// # Errors
+/// A message if the codec fails (only possible for zstd with a bad level).
+pub(crate) fn write_block(arr: &dyn Array, codec: Codec, encode: bool, out: &mut Vec<u8>) -> Result<(), String> {
+    let rows = arr.len();
+    let mut p = Vec::with_capacity(plain_size(arr) + rows / 8 + 16);
+    match arr.logical_nulls().filter(|n| n.null_count() > 0) {
+        Some(nulls) => {
+            p.push(1);
+            let mut bits = vec![0u8; rows.div_ceil(8)];
+            for (i, valid) in nulls.iter().enumerate() {
+                bits[i / 8] |= (valid as u8) << (i % 8);
+            }
+            p.extend_from_slice(&bits);
+        }
+        None => p.push(0),
+    }
+    let enc = int_dispatch!(arr.data_type(), A => encode_ints::<A>(arr, encode, &mut p), _ => {
+        match fixed_width(arr.data_type()) {
+            Some(_) => {
+                let data = arr.to_data();
+                let w = fixed_width(arr.data_type()).unwrap_or(1);
+                p.extend_from_slice(&data.buffers()[0].as_slice()[data.offset() * w..(data.offset() + rows) * w]);
+                Encoding::Plain
+            }
+            None => encode_var(arr, encode, &mut p),
+        }
+    });
+    let stored: std::borrow::Cow<'_, [u8]> = match codec {
+        Codec::None => p.as_slice().into(),
+        Codec::Lz4 => lz4_flex::block::compress(&p).into(),
+        Codec::Zstd(level) => zstd::bulk::compress(&p, level).map_err(|e| format!("zstd level {level}: {e}"))?.into(),
+    };
+    let start = out.len();
+    out.extend_from_slice(&[0u8; 8]);
+    out.push(codec.id());
+    out.push(enc as u8);
+    out.extend_from_slice(&[0, 0]);
+    out.extend_from_slice(&(rows as u32).to_le_bytes());
+    out.extend_from_slice(&(p.len() as u32).to_le_bytes());
+    out.extend_from_slice(&(stored.len() as u32).to_le_bytes());
+    out.extend_from_slice(&stored);
+    let sum = xxhash_rust::xxh3::xxh3_64(&out[start + 8..]);
+    out[start..start + 8].copy_from_slice(&sum.to_le_bytes());
+    Ok(())
+}
+
+fn encode_ints<A: ArrowPrimitiveType>(arr: &dyn Array, encode: bool, p: &mut Vec<u8>) -> Encoding
+where
+    A::Native: IntNative,
+{
+    let a = arr.as_primitive::<A>();
+    let vals: &[A::Native] = a.values();
+    if encode && !vals.is_empty() {
+        let (mut lo, mut hi) = (vals[0].to_i128(), vals[0].to_i128());
+        for v in vals {
+            let v = v.to_i128();
+            lo = lo.min(v);
+            hi = hi.max(v);
+        }
+        let bits = 128 - ((hi - lo) as u128).leading_zeros() as usize;
+        let packed = (vals.len() * bits).div_ceil(64) * 8 + 17;
+        if packed < std::mem::size_of_val(vals) {
+            p.extend_from_slice(&lo.to_le_bytes());
+            p.push(bits as u8);
+            let mut acc: u128 = 0;
+            let mut n = 0usize;
+            for v in vals {
+                acc |= ((v.to_i128() - lo) as u128) << n;
+                n += bits;
+                if n >= 64 {
+                    p.extend_from_slice(&(acc as u64).to_le_bytes());
+                    acc >>= 64;
+                    n -= 64;
+                }
+            }
+            if n > 0 {
+                p.extend_from_slice(&(acc as u64).to_le_bytes());
+            }
+            return Encoding::For;
+        }
+    }
+    p.extend_from_slice(a.values().inner().as_slice());
+    Encoding::Plain
+}
+
+fn encode_var(arr: &dyn Array, encode: bool, p: &mut Vec<u8>) -> Encoding {
+    let (offs, values) = var_parts(arr);
+    let rows = arr.len();
+    let base = offs[0];
+    let value = |i: usize| &values[offs[i] as usize..offs[i + 1] as usize];
+    if encode && rows > 0 {
+        // Dictionary: distinct values in order of first appearance, then one index per row.
+        let mut ids: HashMap<&[u8], u32> = HashMap::new();
+        let mut dict: Vec<&[u8]> = Vec::new();
+        let mut dict_bytes = 0usize;
+        let plain = (offs[rows] - base) as usize + 4 * (rows + 1);
+        let mut idx = Vec::with_capacity(rows);
+        let mut gave_up = false;
+        for i in 0..rows {
+            let v = value(i);
+            let id = *ids.entry(v).or_insert_with(|| {
+                dict.push(v);
+                dict_bytes += v.len();
+                dict.len() as u32 - 1
+            });
+            idx.push(id);
+            if dict_bytes + 4 * dict.len() > plain / 2 {
+                gave_up = true;
+                break;
+            }
+        }
+        let width = match dict.len() {
+            0..=256 => 1,
+            257..=65_536 => 2,
+            _ => 4,
+        };
+        if !gave_up && dict_bytes + 4 * (dict.len() + 1) + width * rows + 5 < plain {
+            p.extend_from_slice(&(dict.len() as u32).to_le_bytes());
+            let mut off = 0u32;
+            p.extend_from_slice(&off.to_le_bytes());
+            for d in &dict {
+                off += d.len() as u32;
+                p.extend_from_slice(&off.to_le_bytes());
+            }
+            for d in &dict {
+                p.extend_from_slice(d);
+            }
+            p.push(width as u8);
+            for id in idx {
+                p.extend_from_slice(&id.to_le_bytes()[..width]);
+            }
+            return Encoding::Dict;
+        }
+    }
+    for &o in offs {
+        p.extend_from_slice(&((o - base) as u32).to_le_bytes());
+    }
+    p.extend_from_slice(&values[base as usize..offs[rows] as usize]);
+    Encoding::Plain
+}
+
+/// Reads bytes of a payload with bounds checks.
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> DResult<&'a [u8]> {
+        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len()).ok_or_else(|| {
+            format!("payload too short: need {n} bytes at payload offset {} of {}", self.pos, self.buf.len())
+        })?;
+        let s = &self.buf[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+    fn u8(&mut self) -> DResult<u8> {
+        Ok(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> DResult<u32> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")))
+    }
+    fn u32s(&mut self, n: usize) -> DResult<Vec<u32>> {
+        let b = self.take(n.checked_mul(4).ok_or("length overflow")?)?;
+        Ok(b.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes"))).collect())
+    }
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+/// The total length (header + stored bytes) of the block starting at `buf[0]`, checking
+/// that it fits in `buf`.
+pub(crate) fn block_len(buf: &[u8]) -> DResult<usize> {
+    if buf.len() < HEADER_LEN {
+        return Err(format!("truncated block header ({} of {HEADER_LEN} bytes)", buf.len()));
+    }
+    let stored = u32_at(buf, 20) as usize;
+    let len = HEADER_LEN + stored;
+    if buf.len() < len {
+        return Err(format!("truncated block: {len} bytes declared, {} present", buf.len()));
+    }
+    Ok(len)
+}
+
+/// Decodes the block at the start of `buf` as an array of type `dt`. Verifies the checksum
+/// first.
+pub(crate) fn read_block(buf: &[u8], dt: &DataType) -> DResult<ArrayRef> {
+    let len = block_len(buf)?;
+    let want = u64::from_le_bytes(buf[..8].try_into().expect("8 bytes"));
+    let got = xxhash_rust::xxh3::xxh3_64(&buf[8..len]);
+    if want != got {
+        return Err(format!("block checksum mismatch (stored {want:016x}, computed {got:016x})"));
+    }
+    let codec = buf[8];
+    let enc = buf[9];
+    let rows = u32_at(buf, 12) as usize;
+    let plen = u32_at(buf, 16) as usize;
+    if plen > MAX_PAYLOAD {
+        return Err(format!("block declares {plen} payload bytes"));
+    }
+    let stored = &buf[HEADER_LEN..len];
+    // The decompressed payload is an Arrow buffer so that plain string values can be
+    // sliced out of it without a copy.
+    let mut owned = Buffer::from_vec(Vec::<u8>::new());
+    let payload: &[u8] = match codec {
+        0 => stored,
+        1 => {
+            let mut out = vec![0u8; plen];
+            let n = lz4_flex::block::decompress_into(stored, &mut out).map_err(|e| format!("lz4: {e}"))?;
+            if n != plen {
+                return Err(format!("lz4 gave {n} bytes, header says {plen}"));
+            }
+            owned = Buffer::from_vec(out);
+            &owned
+        }
+        2 => {
+            owned = Buffer::from_vec(zstd::bulk::decompress(stored, plen).map_err(|e| format!("zstd: {e}"))?);
+            if owned.len() != plen {
+                return Err(format!("zstd gave {} bytes, header says {plen}", owned.len()));
+            }
+            &owned
+        }
+        c => return Err(format!("unknown codec id {c}")),
+    };
+    let whole = (codec != 0).then_some(&owned);
+    decode_payload(payload, whole, rows, enc, dt)
+}
+
+/// Decodes a payload; `whole` is the buffer `payload` spans, when there is one.
+fn decode_payload(payload: &[u8], whole: Option<&Buffer>, rows: usize, enc: u8, dt: &DataType) -> DResult<ArrayRef> {
+    let mut r = Reader { buf: payload, pos: 0 };
+    let nulls = match r.u8()? {
+        0 => None,
+        1 => {
+            let bits = r.take(rows.div_ceil(8))?;
+            Some(NullBuffer::new(BooleanBuffer::new(Buffer::from_slice_ref(bits), 0, rows)))
+        }
+        f => return Err(format!("bad null flag {f}")),
+    };
+    let arr = int_dispatch!(dt, A => decode_ints::<A>(&mut r, rows, enc, nulls)?, _ => match dt {
+        DataType::Float32 => plain_prim::<Float32Type>(&mut r, rows, enc, nulls)?,
+        DataType::Float64 => plain_prim::<Float64Type>(&mut r, rows, enc, nulls)?,
+        DataType::Utf8 | DataType::Binary => decode_var(&mut r, whole, rows, enc, nulls, dt)?,
+        other => return Err(format!("type {other} is not stored by this format")),
+    });
+    if r.pos != payload.len() {
+        return Err(format!("{} trailing payload bytes", payload.len() - r.pos));
+    }
+    Ok(arr)
+}
+
+fn plain_prim<A: ArrowPrimitiveType>(r: &mut Reader<'_>, rows: usize, enc: u8, nulls: Option<NullBuffer>) -> DResult<ArrayRef> {
+    if enc != Encoding::Plain as u8 {
+        return Err(format!("encoding {enc} is not valid for {}", A::DATA_TYPE));
+    }
+    let w = std::mem::size_of::<A::Native>();
+    let bytes = r.take(rows.checked_mul(w).ok_or("length overflow")?)?;
+    let values = ScalarBuffer::<A::Native>::new(Buffer::from_slice_ref(bytes), 0, rows);
+    Ok(Arc::new(PrimitiveArray::<A>::new(values, nulls).with_data_type(A::DATA_TYPE)))
+}
+
+fn decode_ints<A: ArrowPrimitiveType>(r: &mut Reader<'_>, rows: usize, enc: u8, nulls: Option<NullBuffer>) -> DResult<ArrayRef>
+where
+    A::Native: IntNative,
+{
+    if enc != Encoding::For as u8 {
+        return plain_prim::<A>(r, rows, enc, nulls);
+    }
+    let lo = i128::from_le_bytes(r.take(16)?.try_into().expect("16 bytes"));
+    let bits = r.u8()? as usize;
+    if bits > 64 {
+        return Err(format!("bit width {bits} > 64"));
+    }
+    let words = r.take((rows.checked_mul(bits).ok_or("length overflow")?).div_ceil(64) * 8)?;
+    let mut out: Vec<A::Native> = Vec::with_capacity(rows);
+    if bits == 0 {
+        out.resize(rows, A::Native::from_i128(lo));
+    } else {
+        let mask: u128 = (1u128 << bits) - 1;
+        let mut acc: u128 = 0;
+        let mut n = 0usize;
+        let mut words = words.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")));
+        for _ in 0..rows {
+            if n < bits {
+                acc |= (words.next().unwrap_or(0) as u128) << n;
+                n += 64;
+            }
+            out.push(A::Native::from_i128(lo + (acc & mask) as i128));
+            acc >>= bits;
+            n -= bits;
+        }
+    }
+    Ok(Arc::new(PrimitiveArray::<A>::new(ScalarBuffer::from(out), nulls).with_data_type(A::DATA_TYPE)))
+}
+
+fn check_offsets(offs: &[u32], len: usize) -> DResult<()> {
+    if offs.first() != Some(&0) || offs.windows(2).any(|w| w[0] > w[1]) || offs.last().is_some_and(|&l| l as usize != len) {
+        return Err("string offsets are not monotonic from 0 to the data length".into());
+    }
+    if len > i32::MAX as usize {
+        return Err("string data longer than 2 GiB".into());
+    }
+    Ok(())
+}
+
+fn decode_var(
+    r: &mut Reader<'_>,
+    whole: Option<&Buffer>,
+    rows: usize,
+    enc: u8,
+    nulls: Option<NullBuffer>,
+    dt: &DataType,
+) -> DResult<ArrayRef> {
+    // Dictionary blocks of Utf8 columns validate UTF-8 once per dictionary entry instead of
+    // once per row (`dict_utf8_ok`).
+    let mut dict_utf8_ok = false;
+    let (offsets, values): (Vec<i32>, Buffer) = if enc == Encoding::Dict as u8 {
+        let n = r.u32()? as usize;
+        let doffs = r.u32s(n.checked_add(1).ok_or("length overflow")?)?;
+        let dlen = *doffs.last().unwrap_or(&0) as usize;
+        check_offsets(&doffs, dlen)?;
+        let dict = r.take(dlen)?;
+        if *dt == DataType::Utf8 {
+            for w in doffs.windows(2) {
+                std::str::from_utf8(&dict[w[0] as usize..w[1] as usize])
+                    .map_err(|e| format!("bad string data in dictionary: {e}"))?;
+            }
+            dict_utf8_ok = true;
+        }
+        let width = r.u8()? as usize;
+        if !matches!(width, 1 | 2 | 4) {
+            return Err(format!("bad dictionary index width {width}"));
+        }
+        let idx = r.take(rows.checked_mul(width).ok_or("length overflow")?)?;
+        let mut offsets = Vec::with_capacity(rows + 1);
+        let mut values = Vec::new();
+        offsets.push(0i32);
+        for c in idx.chunks_exact(width) {
+            let mut b = [0u8; 4];
+            b[..width].copy_from_slice(c);
+            let id = u32::from_le_bytes(b) as usize;
+            if id >= n {
+                return Err(format!("dictionary index {id} out of range ({n} entries)"));
+            }
+            values.extend_from_slice(&dict[doffs[id] as usize..doffs[id + 1] as usize]);
+            if values.len() > i32::MAX as usize {
+                return Err("string data longer than 2 GiB".into());
+            }
+            offsets.push(values.len() as i32);
+        }
+        (offsets, Buffer::from_vec(values))
+    } else if enc == Encoding::Plain as u8 {
+        let offs = r.u32s(rows + 1)?;
+        let len = *offs.last().unwrap_or(&0) as usize;
+        check_offsets(&offs, len)?;
+        let start = r.pos;
+        let bytes = r.take(len)?;
+        let values = match whole {
+            Some(b) => b.slice_with_length(start, len),
+            None => Buffer::from_slice_ref(bytes),
+        };
+        (offs.into_iter().map(|o| o as i32).collect(), values)
+    } else {
+        return Err(format!("encoding {enc} is not valid for {dt}"));
+    };
+    let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
+    if dict_utf8_ok {
+        if nulls.as_ref().is_some_and(|n| n.len() != rows) || offsets.len() != rows + 1 {
+            return Err("null bitmap or offsets do not match the row count".into());
+        }
+        // SAFETY: `new_unchecked` needs offsets that are monotonic, start within and end
+        // within `values`, lie on UTF-8 char boundaries, and delimit valid UTF-8; and a null
+        // buffer of the array's length. The offsets were built above by appending whole
+        // dictionary entries to `values` (monotonic, last = values.len()), each entry was
+        // checked to be valid UTF-8, so every row's bytes and every boundary are valid; the
+        // lengths are checked just above.
+        return Ok(Arc::new(unsafe { StringArray::new_unchecked(offsets, values, nulls) }));
+    }
+    Ok(match dt {
+        DataType::Utf8 => Arc::new(
+            StringArray::try_new(offsets, values, nulls).map_err(|e| format!("bad string data: {e}"))?,
+        ),
+        _ => Arc::new(
+            BinaryArray::try_new(offsets, values, nulls).map_err(|e| format!("bad binary data: {e}"))?,
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int64Array, StringArray};
+
+    #[test]
+    fn encodings_are_chosen_by_size_and_round_trip() {
+        let ints: ArrayRef = Arc::new(Int64Array::from((0..10_000).map(|i| 1_000_000 + i % 100).collect::<Vec<i64>>()));
+        let strs: ArrayRef = Arc::new(StringArray::from((0..10_000).map(|i| format!("v{}", i % 7)).collect::<Vec<_>>()));
+        for (arr, enc) in [(ints, Encoding::For), (strs, Encoding::Dict)] {
+            for codec in [Codec::None, Codec::Lz4, Codec::Zstd(3)] {
+                let mut out = Vec::new();
+                write_block(arr.as_ref(), codec, true, &mut out).unwrap();
+                assert_eq!(out[9], enc as u8);
+                let back = read_block(&out, arr.data_type()).unwrap();
+                assert_eq!(back.as_ref(), arr.as_ref());
+            }
+        }
+    }
+
+    #[test]
+    fn codec_names_parse() {
+        assert_eq!(Codec::parse("ZSTD(9)"), Some(Codec::Zstd(9)));
+        assert_eq!(Codec::parse("zstd"), Some(Codec::Zstd(3)));
+        assert_eq!(Codec::parse("lz4"), Some(Codec::Lz4));
+        assert_eq!(Codec::parse("zstd(99)"), None);
+    }
+}
