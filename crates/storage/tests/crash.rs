@@ -110,21 +110,32 @@ fn killed_inserts_and_merges_leave_whole_parts_only() {
         rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         let delay = Duration::from_millis(20 + (rng >> 33) % 250);
         let stdout = child.stdout.take().unwrap();
+        // Acks stream through a channel: the kill is timed from the child's first ack, not
+        // from its start, so a slow host (qemu, a loaded CI machine) still lets every child
+        // commit something, and the kill lands at a random point of its insert loop.
+        let (tx, rx) = std::sync::mpsc::channel::<i64>();
         let reader = std::thread::spawn(move || {
-            BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                 // The harness may print "test crash_child ... " on the same line first.
-                .filter_map(|l| l.rsplit("acked ").next().filter(|_| l.contains("acked ")).and_then(|b| b.trim().parse::<i64>().ok()))
-                .collect::<Vec<i64>>()
+                if let Some(b) = line.rsplit("acked ").next().filter(|_| line.contains("acked ")) {
+                    if let Ok(b) = b.trim().parse::<i64>() {
+                        let _ = tx.send(b);
+                    }
+                }
+            }
         });
+        let mut acked = Vec::new();
+        if let Ok(b) = rx.recv_timeout(Duration::from_secs(120)) {
+            acked.push(b);
+        }
         let t0 = Instant::now();
         while t0.elapsed() < delay {
             std::thread::sleep(Duration::from_millis(5));
         }
         child.kill().unwrap();
         child.wait().unwrap();
-        let acked = reader.join().unwrap();
+        reader.join().unwrap();
+        acked.extend(rx.try_iter());
         let now = batches_present(dir.path());
         let mut expect: BTreeSet<i64> = present.clone();
         expect.extend(acked.iter().copied());
