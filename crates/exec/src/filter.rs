@@ -6,6 +6,7 @@ use arrow::buffer::{BooleanBuffer, Buffer};
 use arrow::compute::kernels::cmp;
 use arrow::datatypes::*;
 use tessera_common::{ColumnChunks, Error, Result};
+use tessera_kernels::scalar::pack_strings;
 use tessera_kernels::{CmpOp, Kernels, SelectInt, cmp_bytes, cmp_scalar};
 
 use crate::plan::{LikePattern, Predicate, Value};
@@ -207,17 +208,10 @@ fn like_column(arr: &ArrayRef, pattern: &LikePattern, kern: &Kernels) -> Result<
     }
     let (offsets, data) = string_parts(arr);
     let mut words = Vec::new();
-    let rows = |f: &dyn Fn(&[u8]) -> bool, words: &mut Vec<u64>| {
-        let lens: Vec<u32> = (0..offsets.len() - 1).map(|i| i as u32).collect();
-        tessera_kernels::scalar::pack(&lens, words, |i| {
-            let i = i as usize;
-            f(&data[offsets[i] as usize..offsets[i + 1] as usize])
-        })
-    };
     match pattern {
         LikePattern::Contains(n) => (kern.contains)(offsets, data, n, &mut words),
-        LikePattern::Prefix(p) => rows(&|s| s.starts_with(p), &mut words),
-        LikePattern::Suffix(p) => rows(&|s| s.ends_with(p), &mut words),
+        LikePattern::Prefix(p) => pack_strings(offsets, data, &mut words, |s| s.starts_with(p)),
+        LikePattern::Suffix(p) => pack_strings(offsets, data, &mut words, |s| s.ends_with(p)),
         LikePattern::Exact(p) => cmp_bytes(offsets, data, CmpOp::Eq, p, &mut words),
     }
     Ok(from_words(words, arr.len()))

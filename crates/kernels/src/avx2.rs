@@ -226,20 +226,8 @@ unsafe fn memchr_one(hay: &[u8], b: u8) -> bool {
 /// The CPU must have AVX2, SSE4.2 and POPCNT.
 #[target_feature(enable = "avx2,sse4.2,popcnt")]
 pub(crate) unsafe fn contains(offsets: &[i32], data: &[u8], needle: &[u8], out: &mut Vec<u64>) {
-    let n = offsets.len().saturating_sub(1);
-    out.reserve(n.div_ceil(64));
-    let mut start = 0;
-    while start < n {
-        let end = (start + 64).min(n);
-        let mut w = 0u64;
-        for i in start..end {
-            let s = &data[offsets[i] as usize..offsets[i + 1] as usize];
-            // SAFETY: AVX2 is enabled for this function.
-            w |= (unsafe { contains_one(s, needle) } as u64) << (i - start);
-        }
-        out.push(w);
-        start = end;
-    }
+    // SAFETY: AVX2 is enabled for this function, into which the closure is inlined.
+    scalar::pack_strings(offsets, data, out, |s| unsafe { contains_one(s, needle) })
 }
 
 /// # Safety
@@ -372,17 +360,7 @@ cmp64_impl!(u64, _mm256_set1_epi64x, _mm256_cmpgt_epi64, _mm256_cmpeq_epi64, i64
 #[target_feature(enable = "avx2,sse4.2,popcnt")]
 pub(crate) unsafe fn cmp<T: KernelInt>(values: &[T], op: CmpOp, c: T, out: &mut Vec<u64>) {
     // Route through the per-type implementation; T is one of the eight kernel ints.
-    macro_rules! try_ty {
-        ($($t:ty),*) => {$(
-            if std::any::TypeId::of::<T>() == std::any::TypeId::of::<$t>() {
-                // SAFETY: T is $t (same TypeId), so the slice and constant reinterpret exactly.
-                let (v, c) = unsafe { (std::slice::from_raw_parts(values.as_ptr().cast::<$t>(), values.len()), std::mem::transmute_copy::<T, $t>(&c)) };
-                return cmp_typed::<$t>(v, op, c, out);
-            }
-        )*};
-    }
-    try_ty!(i8, i16, i32, i64, u8, u16, u32, u64);
-    scalar::cmp_scalar(values, op, c, out)
+    crate::cmp_by_type!(values, op, c, out)
 }
 
 #[inline(always)]

@@ -270,19 +270,7 @@ cmp64_impl!(u64, _mm512_set1_epi64, _mm512_cmp_epu64_mask);
 /// The CPU must have AVX-512 F/BW/DQ/VL, AVX2, SSE4.2 and POPCNT.
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,sse4.2,popcnt")]
 pub(crate) unsafe fn cmp<T: KernelInt>(values: &[T], op: CmpOp, c: T, out: &mut Vec<u64>) {
-    macro_rules! try_ty {
-        ($($t:ty),*) => {$(
-            if std::any::TypeId::of::<T>() == std::any::TypeId::of::<$t>() {
-                // SAFETY: T is $t (same TypeId), so the slice and constant reinterpret exactly.
-                let (v, c) = unsafe {
-                    (std::slice::from_raw_parts(values.as_ptr().cast::<$t>(), values.len()), std::mem::transmute_copy::<T, $t>(&c))
-                };
-                return cmp_typed::<$t>(v, op, c, out);
-            }
-        )*};
-    }
-    try_ty!(i8, i16, i32, i64, u8, u16, u32, u64);
-    scalar::cmp_scalar(values, op, c, out)
+    crate::cmp_by_type!(values, op, c, out)
 }
 
 #[inline(always)]

@@ -284,6 +284,32 @@ macro_rules! int_kernels {
 }
 pub(crate) use int_kernels;
 
+/// The body of a family's generic `cmp::<T>`: routes `T` (one of the eight kernel integers,
+/// matched by `TypeId`, a test the compiler folds away) to the family's `cmp_typed::<T>`,
+/// which must be in scope at the call site; any other `T` takes the scalar kernel.
+macro_rules! cmp_by_type {
+    ($values:ident, $op:ident, $c:ident, $out:ident) => {
+        $crate::cmp_by_type!(@each $values, $op, $c, $out; i8, i16, i32, i64, u8, u16, u32, u64)
+    };
+    (@each $values:ident, $op:ident, $c:ident, $out:ident; $($t:ty),*) => {{
+        $(
+            if std::any::TypeId::of::<T>() == std::any::TypeId::of::<$t>() {
+                // SAFETY: T is $t (same TypeId), so the slice and constant reinterpret exactly.
+                let (v, c) = unsafe {
+                    (
+                        std::slice::from_raw_parts($values.as_ptr().cast::<$t>(), $values.len()),
+                        std::mem::transmute_copy::<T, $t>(&$c),
+                    )
+                };
+                return cmp_typed::<$t>(v, $op, c, $out);
+            }
+        )*
+        $crate::scalar::cmp_scalar($values, $op, $c, $out)
+    }};
+}
+#[allow(unused_imports)] // reason: unused when TESSERA_SIMD=scalar compiles no family
+pub(crate) use cmp_by_type;
+
 /// The table of every family module: the same function names in each.
 macro_rules! family_table {
     ($m:path, $level:expr) => {{

@@ -229,19 +229,7 @@ cmp16_64!(u64, vld1q_u64, vdupq_n_u64, vceqq_u64, vcgtq_u64, vcgeq_u64);
 /// The CPU must have NEON.
 #[target_feature(enable = "neon")]
 pub(crate) unsafe fn cmp<T: KernelInt>(values: &[T], op: CmpOp, c: T, out: &mut Vec<u64>) {
-    macro_rules! try_ty {
-        ($($t:ty),*) => {$(
-            if std::any::TypeId::of::<T>() == std::any::TypeId::of::<$t>() {
-                // SAFETY: T is $t (same TypeId), so the slice and constant reinterpret exactly.
-                let (v, c) = unsafe {
-                    (std::slice::from_raw_parts(values.as_ptr().cast::<$t>(), values.len()), std::mem::transmute_copy::<T, $t>(&c))
-                };
-                return cmp_typed::<$t>(v, op, c, out);
-            }
-        )*};
-    }
-    try_ty!(i8, i16, i32, i64, u8, u16, u32, u64);
-    scalar::cmp_scalar(values, op, c, out)
+    crate::cmp_by_type!(values, op, c, out)
 }
 
 #[inline(always)]

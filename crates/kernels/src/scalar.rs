@@ -256,6 +256,28 @@ pub fn pack<T: Copy>(values: &[T], out: &mut Vec<u64>, f: impl Fn(T) -> bool) {
     }
 }
 
+/// Appends to `out` the bitmap of `f(string i)` for the `offsets.len() - 1` strings of an
+/// Arrow-style offsets/data pair (string `i` is `data[offsets[i]..offsets[i + 1]]`): the
+/// row loop shared by the string predicates of every family.
+///
+/// # Panics
+/// If an offset is out of `data`'s bounds or offsets decrease (a malformed array).
+#[inline(always)]
+pub fn pack_strings(offsets: &[i32], data: &[u8], out: &mut Vec<u64>, f: impl Fn(&[u8]) -> bool) {
+    let n = offsets.len().saturating_sub(1);
+    out.reserve(n.div_ceil(64));
+    let mut start = 0;
+    while start < n {
+        let end = (start + 64).min(n);
+        let mut w = 0u64;
+        for i in start..end {
+            w |= (f(&data[offsets[i] as usize..offsets[i + 1] as usize]) as u64) << (i - start);
+        }
+        out.push(w);
+        start = end;
+    }
+}
+
 /// Appends to `out` a bitmap of "string `i` is empty" (`want_empty`) or "is not empty"
 /// (`!want_empty`) for the `offsets.len() - 1` strings of an Arrow-style offsets buffer.
 /// Reads lengths only, never bytes.
@@ -287,18 +309,11 @@ pub fn cmp_bytes(offsets: &[i32], data: &[u8], op: CmpOp, c: &[u8], out: &mut Ve
         str_empty(offsets, op == CmpOp::Eq, out);
         return;
     }
-    let n = offsets.len().saturating_sub(1);
-    let mut words = vec![0u64; n.div_ceil(64)];
-    for (i, w) in offsets.windows(2).enumerate() {
-        let s = &data[w[0] as usize..w[1] as usize];
-        let hit = match op {
-            CmpOp::Eq => s == c,
-            CmpOp::NotEq => s != c,
-            _ => op.holds(s.cmp(c)),
-        };
-        words[i / 64] |= (hit as u64) << (i % 64);
-    }
-    out.extend_from_slice(&words);
+    pack_strings(offsets, data, out, |s| match op {
+        CmpOp::Eq => s == c,
+        CmpOp::NotEq => s != c,
+        _ => op.holds(s.cmp(c)),
+    });
 }
 
 /// Whether `hay` contains `needle` (`LIKE '%needle%'`); the empty needle is in every string.
@@ -323,19 +338,7 @@ pub fn contains_one(hay: &[u8], needle: &[u8]) -> bool {
 /// If an offset is out of `data`'s bounds or offsets decrease (a malformed array).
 #[inline(always)]
 pub fn contains(offsets: &[i32], data: &[u8], needle: &[u8], out: &mut Vec<u64>) {
-    let n = offsets.len().saturating_sub(1);
-    out.reserve(n.div_ceil(64));
-    let mut start = 0;
-    while start < n {
-        let end = (start + 64).min(n);
-        let mut w = 0u64;
-        for i in start..end {
-            let s = &data[offsets[i] as usize..offsets[i + 1] as usize];
-            w |= (contains_one(s, needle) as u64) << (i - start);
-        }
-        out.push(w);
-        start = end;
-    }
+    pack_strings(offsets, data, out, |s| contains_one(s, needle))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -424,21 +427,7 @@ pub fn sum<T: KernelInt>(values: &[T], sel: Option<&[u64]>) -> i128 {
 /// If `sel` has fewer than `values.len().div_ceil(64)` words.
 #[inline(always)]
 pub fn min<T: KernelInt>(values: &[T], sel: Option<&[u64]>) -> Option<T> {
-    check_sel(sel, values.len());
-    match sel {
-        None => values.iter().copied().min(),
-        Some(s) => {
-            if count(s, values.len()) == 0 {
-                return None;
-            }
-            let mut m = T::MAX;
-            for (i, &v) in values.iter().enumerate() {
-                let pick = s[i / 64] >> (i % 64) & 1 == 1;
-                m = m.min(if pick { v } else { T::MAX });
-            }
-            Some(m)
-        }
-    }
+    masked_extreme(values, sel, T::MAX, Ord::min)
 }
 
 /// Maximum of the selected values; `None` when no value is selected.
@@ -447,17 +436,24 @@ pub fn min<T: KernelInt>(values: &[T], sel: Option<&[u64]>) -> Option<T> {
 /// If `sel` has fewer than `values.len().div_ceil(64)` words.
 #[inline(always)]
 pub fn max<T: KernelInt>(values: &[T], sel: Option<&[u64]>) -> Option<T> {
+    masked_extreme(values, sel, T::MIN, Ord::max)
+}
+
+/// Folds the selected values with `pick` (min or max), branch-free: an unselected row
+/// contributes `identity`, the value `pick` never prefers.
+#[inline(always)]
+fn masked_extreme<T: KernelInt>(values: &[T], sel: Option<&[u64]>, identity: T, pick: fn(T, T) -> T) -> Option<T> {
     check_sel(sel, values.len());
     match sel {
-        None => values.iter().copied().max(),
+        None => values.iter().copied().reduce(pick),
         Some(s) => {
             if count(s, values.len()) == 0 {
                 return None;
             }
-            let mut m = T::MIN;
+            let mut m = identity;
             for (i, &v) in values.iter().enumerate() {
-                let pick = s[i / 64] >> (i % 64) & 1 == 1;
-                m = m.max(if pick { v } else { T::MIN });
+                let on = s[i / 64] >> (i % 64) & 1 == 1;
+                m = pick(m, if on { v } else { identity });
             }
             Some(m)
         }

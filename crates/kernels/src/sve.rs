@@ -20,98 +20,61 @@ use crate::scalar::{FMIX1, FMIX2, FOLD, SEED0, SEED1};
 crate::portable!("sve,neon"; count, bitmap_to_indices, partition_ids, radix_scatter_u64, minute_of_hour, contains, sum, min, max);
 pub(crate) use crate::neon::{cmp, hash_strs, str_empty};
 
-/// # Safety
-/// The CPU must have SVE and NEON.
-#[target_feature(enable = "sve,neon")]
-pub(crate) unsafe fn hash_u64(keys: &[u64], out: &mut [u64]) {
-    assert_eq!(keys.len(), out.len(), "hash output length");
-    if keys.is_empty() {
-        return;
-    }
-    // SAFETY: lanes i..min(i + VL/64, n) are active under p0 = whilelo(i, n), so the
-    // predicated ld1d/st1d touch only keys[0..n] and out[0..n]; the asm clobbers only the
-    // registers listed.
-    unsafe {
-        asm!(
-            "mov {i}, #0",
-            "dup z1.d, {s0}",
-            "dup z2.d, {m1}",
-            "dup z3.d, {m2}",
-            "whilelo p0.d, {i}, {n}",
-            "2:",
-            "ld1d {{z0.d}}, p0/z, [{src}, {i}, lsl #3]",
-            "eor z0.d, z0.d, z1.d",
-            "lsr z4.d, z0.d, #33",
-            "eor z0.d, z0.d, z4.d",
-            "mul z0.d, p0/m, z0.d, z2.d",
-            "lsr z4.d, z0.d, #33",
-            "eor z0.d, z0.d, z4.d",
-            "mul z0.d, p0/m, z0.d, z3.d",
-            "lsr z4.d, z0.d, #33",
-            "eor z0.d, z0.d, z4.d",
-            "st1d {{z0.d}}, p0, [{dst}, {i}, lsl #3]",
-            "incd {i}",
-            "whilelo p0.d, {i}, {n}",
-            "b.first 2b",
-            src = in(reg) keys.as_ptr(),
-            dst = in(reg) out.as_mut_ptr(),
-            n = in(reg) keys.len(),
-            i = out(reg) _,
-            s0 = in(reg) SEED0,
-            m1 = in(reg) FMIX1,
-            m2 = in(reg) FMIX2,
-            out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _,
-            out("p0") _,
-            options(nostack),
-        );
-    }
+/// `hash_u64` and `hash_u32`: the same loop, differing only in the load that brings the keys
+/// into 64-bit lanes (`ld1d`, or `ld1w` which zero-extends 32-bit keys).
+macro_rules! sve_hash_fixed {
+    ($name:ident, $t:ty, $load:literal) => {
+        /// # Safety
+        /// The CPU must have SVE and NEON.
+        #[target_feature(enable = "sve,neon")]
+        pub(crate) unsafe fn $name(keys: &[$t], out: &mut [u64]) {
+            assert_eq!(keys.len(), out.len(), "hash output length");
+            if keys.is_empty() {
+                return;
+            }
+            // SAFETY: lanes i..min(i + VL/64, n) are active under p0 = whilelo(i, n), so the
+            // predicated load and st1d touch only keys[0..n] and out[0..n]; the asm clobbers
+            // only the registers listed.
+            unsafe {
+                asm!(
+                    "mov {i}, #0",
+                    "dup z1.d, {s0}",
+                    "dup z2.d, {m1}",
+                    "dup z3.d, {m2}",
+                    "whilelo p0.d, {i}, {n}",
+                    "2:",
+                    $load,
+                    "eor z0.d, z0.d, z1.d",
+                    "lsr z4.d, z0.d, #33",
+                    "eor z0.d, z0.d, z4.d",
+                    "mul z0.d, p0/m, z0.d, z2.d",
+                    "lsr z4.d, z0.d, #33",
+                    "eor z0.d, z0.d, z4.d",
+                    "mul z0.d, p0/m, z0.d, z3.d",
+                    "lsr z4.d, z0.d, #33",
+                    "eor z0.d, z0.d, z4.d",
+                    "st1d {{z0.d}}, p0, [{dst}, {i}, lsl #3]",
+                    "incd {i}",
+                    "whilelo p0.d, {i}, {n}",
+                    "b.first 2b",
+                    src = in(reg) keys.as_ptr(),
+                    dst = in(reg) out.as_mut_ptr(),
+                    n = in(reg) keys.len(),
+                    i = out(reg) _,
+                    s0 = in(reg) SEED0,
+                    m1 = in(reg) FMIX1,
+                    m2 = in(reg) FMIX2,
+                    out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _,
+                    out("p0") _,
+                    options(nostack),
+                );
+            }
+        }
+    };
 }
 
-/// # Safety
-/// The CPU must have SVE and NEON.
-#[target_feature(enable = "sve,neon")]
-pub(crate) unsafe fn hash_u32(keys: &[u32], out: &mut [u64]) {
-    assert_eq!(keys.len(), out.len(), "hash output length");
-    if keys.is_empty() {
-        return;
-    }
-    // SAFETY: as in `hash_u64`; `ld1w` into .d lanes reads 4 bytes per active lane of
-    // keys[0..n] and zero-extends.
-    unsafe {
-        asm!(
-            "mov {i}, #0",
-            "dup z1.d, {s0}",
-            "dup z2.d, {m1}",
-            "dup z3.d, {m2}",
-            "whilelo p0.d, {i}, {n}",
-            "2:",
-            "ld1w {{z0.d}}, p0/z, [{src}, {i}, lsl #2]",
-            "eor z0.d, z0.d, z1.d",
-            "lsr z4.d, z0.d, #33",
-            "eor z0.d, z0.d, z4.d",
-            "mul z0.d, p0/m, z0.d, z2.d",
-            "lsr z4.d, z0.d, #33",
-            "eor z0.d, z0.d, z4.d",
-            "mul z0.d, p0/m, z0.d, z3.d",
-            "lsr z4.d, z0.d, #33",
-            "eor z0.d, z0.d, z4.d",
-            "st1d {{z0.d}}, p0, [{dst}, {i}, lsl #3]",
-            "incd {i}",
-            "whilelo p0.d, {i}, {n}",
-            "b.first 2b",
-            src = in(reg) keys.as_ptr(),
-            dst = in(reg) out.as_mut_ptr(),
-            n = in(reg) keys.len(),
-            i = out(reg) _,
-            s0 = in(reg) SEED0,
-            m1 = in(reg) FMIX1,
-            m2 = in(reg) FMIX2,
-            out("v0") _, out("v1") _, out("v2") _, out("v3") _, out("v4") _,
-            out("p0") _,
-            options(nostack),
-        );
-    }
-}
+sve_hash_fixed!(hash_u64, u64, "ld1d {{z0.d}}, p0/z, [{src}, {i}, lsl #3]");
+sve_hash_fixed!(hash_u32, u32, "ld1w {{z0.d}}, p0/z, [{src}, {i}, lsl #2]");
 
 /// # Safety
 /// The CPU must have SVE and NEON.
