@@ -75,7 +75,10 @@ fn rows(batches: &[RecordBatch]) -> Vec<Vec<Json>> {
     out
 }
 
-fn run_all(settings: &Settings) {
+/// Runs every golden query under `settings`, checks it against DuckDB's answer, and returns
+/// (file name, rows) per query.
+fn run_all(settings: &Settings) -> Vec<(String, Vec<Vec<Json>>)> {
+    let mut answers = Vec::new();
     let db = Database::with_settings(settings.clone());
     db.register_parquet_with_schema("hits", &dataset(), tessera::datasets::hits::schema()).unwrap();
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/queries");
@@ -110,7 +113,9 @@ fn run_all(settings: &Settings) {
                 }
             }
         }
+        answers.push((name, got));
     }
+    answers
 }
 
 #[test]
@@ -140,4 +145,24 @@ fn golden_answers_one_thread_and_forced_paths() {
     s.group_by_force_serialized = true;
     s.max_threads = 2;
     run_all(&s);
+}
+
+/// Answers are the same, byte for byte (tied rows at a LIMIT included), whatever the thread
+/// count and aggregation path: ties are broken by the group key or the row position.
+#[test]
+fn golden_answers_identical_across_threads() {
+    let mut s = Settings::default();
+    s.max_threads = 1;
+    let reference = run_all(&s);
+    for (threads, two_level) in [(2, false), (3, false), (3, true)] {
+        s.max_threads = threads;
+        s.group_by_two_level_threshold = if two_level { 0 } else { Settings::default().group_by_two_level_threshold };
+        for ((name, want), (_, got)) in reference.iter().zip(run_all(&s)) {
+            assert_eq!(
+                serde_json::to_string(&got).unwrap(),
+                serde_json::to_string(want).unwrap(),
+                "{name}: {threads} threads (two-level forced: {two_level}) differs from 1 thread"
+            );
+        }
+    }
 }

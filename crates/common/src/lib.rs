@@ -6,6 +6,7 @@
 #![warn(missing_docs)]
 
 mod error;
+pub mod float;
 mod settings;
 mod table;
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use arrow::array::*;
 use arrow::buffer::NullBuffer;
 use arrow::datatypes::*;
+use tessera_common::float::{canonical_f64, cmp_f64, max_f64, min_f64};
 use tessera_common::{Error, Result};
 
 use crate::plan::{AggExpr, AggFunc};
@@ -21,7 +22,8 @@ pub(crate) enum OrdVal<'a> {
 }
 
 impl OrdVal<'_> {
-    /// Total order: NULL first, then by value; floats by IEEE total order.
+    /// Total order: NULL first, then by value; floats in Tessera's order
+    /// (`tessera_common::float`: -0.0 = 0.0, NaN one value above every number).
     pub(crate) fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         use std::cmp::Ordering::*;
         match (self, other) {
@@ -29,9 +31,9 @@ impl OrdVal<'_> {
             (OrdVal::Null, _) => Less,
             (_, OrdVal::Null) => Greater,
             (OrdVal::Int(a), OrdVal::Int(b)) => a.cmp(b),
-            (OrdVal::Float(a), OrdVal::Float(b)) => a.total_cmp(b),
-            (OrdVal::Int(a), OrdVal::Float(b)) => (*a as f64).total_cmp(b),
-            (OrdVal::Float(a), OrdVal::Int(b)) => a.total_cmp(&(*b as f64)),
+            (OrdVal::Float(a), OrdVal::Float(b)) => cmp_f64(*a, *b),
+            (OrdVal::Int(a), OrdVal::Float(b)) => cmp_f64(*a as f64, *b),
+            (OrdVal::Float(a), OrdVal::Int(b)) => cmp_f64(*a, *b as f64),
             (OrdVal::Bytes(a), OrdVal::Bytes(b)) => a.cmp(b),
             (OrdVal::Bytes(_), _) => Greater,
             (_, OrdVal::Bytes(_)) => Less,
@@ -169,7 +171,8 @@ impl Accumulator {
         if self.is_min_max() {
             let max = self.func == AggFunc::Max;
             if self.float_input() {
-                self.ext_float.resize(n, if max { f64::NEG_INFINITY } else { f64::INFINITY });
+                // The identities of Tessera's float order: NaN is above +inf.
+                self.ext_float.resize(n, if max { f64::NEG_INFINITY } else { f64::NAN });
             } else {
                 self.ext_int.resize(n, if max { i128::MIN } else { i128::MAX });
             }
@@ -272,14 +275,14 @@ impl Accumulator {
             (AggFunc::Min, None) if self.input_type.as_ref().is_some_and(is_float) => {
                 let e = &mut self.ext_float;
                 rows!(|g, v| {
-                    e[g] = e[g].min(v.to_f64());
+                    e[g] = min_f64(e[g], v.to_f64());
                     count[g] += 1
                 })
             }
             (AggFunc::Max, None) if self.input_type.as_ref().is_some_and(is_float) => {
                 let e = &mut self.ext_float;
                 rows!(|g, v| {
-                    e[g] = e[g].max(v.to_f64());
+                    e[g] = max_f64(e[g], v.to_f64());
                     count[g] += 1
                 })
             }
@@ -318,7 +321,7 @@ impl Accumulator {
             if self.float_input() {
                 for &(d, s) in pairs {
                     let (a, b) = (self.ext_float[d as usize], other.ext_float[s as usize]);
-                    self.ext_float[d as usize] = if max { a.max(b) } else { a.min(b) };
+                    self.ext_float[d as usize] = if max { max_f64(a, b) } else { min_f64(a, b) };
                 }
             } else {
                 for &(d, s) in pairs {
@@ -406,7 +409,7 @@ impl Accumulator {
                 let dt = self.output_type();
                 if self.float_input() {
                     let a: ArrayRef = Arc::new(Float64Array::from_iter(
-                        gids.iter().map(|&g| valid(g).then(|| self.ext_float[g as usize])),
+                        gids.iter().map(|&g| valid(g).then(|| canonical_f64(self.ext_float[g as usize]))),
                     ));
                     arrow::compute::cast(&a, &dt)?
                 } else {

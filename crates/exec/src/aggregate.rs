@@ -21,6 +21,7 @@ use arrow::array::{ArrayRef, RecordBatch};
 use arrow::compute::{SortColumn, SortOptions, concat_batches, lexsort_to_indices, take_record_batch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use rayon::prelude::*;
+use tessera_common::float::canonical_array;
 use tessera_common::{ColumnChunks, Error, Result, Settings};
 
 use crate::Profile;
@@ -70,6 +71,32 @@ impl Ctx<'_> {
     }
 }
 
+/// `plan` with every group key appended to its ORDER BY as a tie-break (hidden outputs for
+/// keys not in the SELECT list) when it has ORDER BY or LIMIT: groups are unique by key, so
+/// the order is total and the answer does not depend on the thread count, the scheduling or
+/// the ISA. LIMIT without ORDER BY returns the first groups in key order. Costs only the key
+/// comparisons of rows that tie on every ORDER BY key.
+fn with_key_tiebreak(plan: &AggregatePlan) -> AggregatePlan {
+    let mut plan = plan.clone();
+    if plan.order.order_by.is_empty() && plan.order.limit.is_none() {
+        return plan;
+    }
+    for k in 0..plan.keys.len() {
+        let src = AggOutput::Key(k);
+        let output = match plan.output.iter().position(|(_, o)| *o == src) {
+            Some(i) => i,
+            None => {
+                plan.output.push((format!("__key{k}"), src));
+                plan.output.len() - 1
+            }
+        };
+        if !plan.order.order_by.iter().any(|s| s.output == output) {
+            plan.order.order_by.push(SortKey { output, descending: false, nulls_first: false });
+        }
+    }
+    plan
+}
+
 /// Runs an aggregation plan.
 pub(crate) fn execute(
     plan: &AggregatePlan,
@@ -78,6 +105,7 @@ pub(crate) fn execute(
     pool: &rayon::ThreadPool,
     query: &QueryContext,
 ) -> Result<(RecordBatch, Profile)> {
+    let plan = &with_key_tiebreak(plan);
     let table = &plan.table;
     let keys: Vec<_> = plan.keys.iter().map(|k| (*k, k.data_type(table))).collect();
     let chunk = |c: usize| cols[c].as_ref().ok_or_else(|| Error::internal(format!("column {c} not loaded")));
@@ -397,7 +425,8 @@ pub(crate) fn order_and_limit(batch: RecordBatch, order: &OrderLimit, visible: u
             .order_by
             .iter()
             .map(|k| SortColumn {
-                values: batch.column(k.output).clone(),
+                // Arrow sorts floats by `total_cmp`: Tessera's order once canonical.
+                values: canonical_array(batch.column(k.output)),
                 options: Some(SortOptions { descending: k.descending, nulls_first: k.nulls_first }),
             })
             .collect();

@@ -5,8 +5,9 @@ use arrow::array::{Array, ArrayRef, AsArray, BooleanArray};
 use arrow::buffer::{BooleanBuffer, Buffer};
 use arrow::compute::kernels::cmp;
 use arrow::datatypes::*;
+use tessera_common::float::canonical_array;
 use tessera_common::{ColumnChunks, Error, Result};
-use tessera_kernels::scalar::pack_strings;
+use tessera_kernels::scalar::{pack, pack_strings};
 use tessera_kernels::{CmpOp, Kernels, SelectInt, cmp_bytes, cmp_scalar};
 
 use crate::plan::{LikePattern, Predicate, Value};
@@ -81,13 +82,16 @@ fn evaluate3(
         }
         Predicate::CmpColumns { left, op, right } => {
             let (l, r) = (column_of(cols, *left)?, column_of(cols, *right)?);
+            // Arrow compares floats by `total_cmp`, which is Tessera's order on canonical
+            // values (-0.0 folded into 0.0, one NaN).
+            let (cl, cr) = (canonical_array(l), canonical_array(r));
             let out: BooleanArray = match op {
-                CmpOp::Eq => cmp::eq(l, r)?,
-                CmpOp::NotEq => cmp::neq(l, r)?,
-                CmpOp::Lt => cmp::lt(l, r)?,
-                CmpOp::LtEq => cmp::lt_eq(l, r)?,
-                CmpOp::Gt => cmp::gt(l, r)?,
-                CmpOp::GtEq => cmp::gt_eq(l, r)?,
+                CmpOp::Eq => cmp::eq(&cl, &cr)?,
+                CmpOp::NotEq => cmp::neq(&cl, &cr)?,
+                CmpOp::Lt => cmp::lt(&cl, &cr)?,
+                CmpOp::LtEq => cmp::lt_eq(&cl, &cr)?,
+                CmpOp::Gt => cmp::gt(&cl, &cr)?,
+                CmpOp::GtEq => cmp::gt_eq(&cl, &cr)?,
             };
             known(out.values().clone(), [l, r], len)
         }
@@ -165,6 +169,9 @@ fn cmp_column(arr: &ArrayRef, op: CmpOp, value: &Value, kern: &Kernels) -> Resul
             }
         }};
     }
+    // Floats in Tessera's order (`tessera_common::float`): IEEE comparisons already treat
+    // -0.0 as 0.0 and NaN as unequal to numbers; NaN is above every number, so it passes
+    // `>`/`>=` and `<>`, and a NaN constant equals NaN only.
     macro_rules! float {
         ($t:ty, $nt:ty) => {{
             let c = match value {
@@ -172,7 +179,21 @@ fn cmp_column(arr: &ArrayRef, op: CmpOp, value: &Value, kern: &Kernels) -> Resul
                 Value::Int(i) => *i as $nt,
                 Value::Bytes(_) => return Err(mismatch(arr, value)),
             };
-            cmp_scalar(arr.as_primitive::<$t>().values(), op, c, &mut words)
+            let vals = arr.as_primitive::<$t>().values();
+            if c.is_nan() {
+                match op {
+                    CmpOp::Eq | CmpOp::GtEq => pack(vals, &mut words, |v: $nt| v.is_nan()),
+                    CmpOp::NotEq | CmpOp::Lt => pack(vals, &mut words, |v: $nt| !v.is_nan()),
+                    CmpOp::LtEq => pack(vals, &mut words, |_| true),
+                    CmpOp::Gt => pack(vals, &mut words, |_| false),
+                }
+            } else {
+                match op {
+                    CmpOp::Gt => pack(vals, &mut words, |v: $nt| v > c || v.is_nan()),
+                    CmpOp::GtEq => pack(vals, &mut words, |v: $nt| v >= c || v.is_nan()),
+                    _ => cmp_scalar(vals, op, c, &mut words),
+                }
+            }
         }};
     }
     match arr.data_type() {

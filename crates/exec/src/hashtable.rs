@@ -51,6 +51,8 @@ pub(crate) struct GroupTable<K> {
     pub(crate) hashes: Vec<u64>,
     pub(crate) accs: Vec<Accumulator>,
     slots: Vec<u64>,
+    /// Heap bytes owned by `keys` ([`GroupKey::heap_bytes`]), kept as keys are added.
+    key_heap: usize,
 }
 
 impl<K: GroupKey> GroupTable<K> {
@@ -60,7 +62,13 @@ impl<K: GroupKey> GroupTable<K> {
         for a in &mut accs {
             a.reserve(groups);
         }
-        GroupTable { keys: Vec::with_capacity(groups), hashes: Vec::with_capacity(groups), accs, slots: zeroed(n) }
+        GroupTable {
+            keys: Vec::with_capacity(groups),
+            hashes: Vec::with_capacity(groups),
+            accs,
+            slots: zeroed(n),
+            key_heap: 0,
+        }
     }
 
     /// Number of groups.
@@ -68,9 +76,10 @@ impl<K: GroupKey> GroupTable<K> {
         self.keys.len()
     }
 
-    /// Bytes held by keys (inline part), hashes, slots and states.
+    /// Bytes held by keys (inline part and heap), hashes, slots and states.
     pub(crate) fn memory_size(&self) -> usize {
         self.keys.capacity() * std::mem::size_of::<K>()
+            + self.key_heap
             + self.hashes.capacity() * 8
             + self.slots.capacity() * 8
             + self.accs.iter().map(|a| a.memory_size()).sum::<usize>()
@@ -98,6 +107,7 @@ impl<K: GroupKey> GroupTable<K> {
         }
         let gid = self.keys.len() as u32;
         self.slots[i] = slot_word(h, gid);
+        self.key_heap += key.heap_bytes();
         self.keys.push(key.clone());
         self.hashes.push(h);
         if self.keys.len() * 2 > self.slots.len() {
@@ -110,6 +120,7 @@ impl<K: GroupKey> GroupTable<K> {
     #[inline]
     pub(crate) fn insert_new(&mut self, key: K, h: u64) -> u32 {
         let gid = self.keys.len() as u32;
+        self.key_heap += key.heap_bytes();
         self.keys.push(key);
         self.hashes.push(h);
         self.place(h, gid);

@@ -12,11 +12,13 @@
 //!
 //! Fixed-width keys are packed side by side: key `i` occupies bits
 //! `shift_i .. shift_i + width_i` of the integer, holding the value's bit pattern
-//! (two's complement for signed ints, IEEE bits for floats with -0.0 folded into 0.0).
+//! (two's complement for signed ints, IEEE bits of the canonical float for floats: -0.0 folded
+//! into 0.0, every NaN into one, see `tessera_common::float`).
 //! String keys borrow the input column's bytes: no copy until output.
 
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::*;
+use tessera_common::float::{canonical_f32, canonical_f64};
 use tessera_common::{Error, Result};
 use tessera_kernels::{Kernels, hash_bytes, hash_u64, hash_u128};
 
@@ -39,6 +41,13 @@ pub(crate) trait GroupKey: Clone + PartialEq + Send + Sync {
     #[inline(always)]
     fn key_eq(&self, other: &Self) -> bool {
         self == other
+    }
+
+    /// Bytes the key owns on the heap besides its inline `size_of::<Self>()` (counted in
+    /// the query's memory; keys that borrow the input own none).
+    #[inline(always)]
+    fn heap_bytes(&self) -> usize {
+        0
     }
 }
 
@@ -124,6 +133,12 @@ impl GroupKey for Box<[u8]> {
     #[inline]
     fn hash64(&self) -> u64 {
         hash_bytes(self)
+    }
+
+    /// The allocation, rounded up to the allocator's 16-byte size classes.
+    #[inline(always)]
+    fn heap_bytes(&self) -> usize {
+        self.len().next_multiple_of(16)
     }
 }
 
@@ -259,8 +274,8 @@ impl<'a> KeyReader<'a> {
             DataType::UInt64 => go!(UInt64Type, |x: u64| x),
             DataType::Date32 => go!(Date32Type, |x: i32| x as u32 as u64),
             DataType::Timestamp(_, _) => go!(TimestampSecondType, |x: i64| x as u64),
-            DataType::Float32 => go!(Float32Type, |x: f32| (x + 0.0).to_bits() as u64),
-            DataType::Float64 => go!(Float64Type, |x: f64| (x + 0.0).to_bits()),
+            DataType::Float32 => go!(Float32Type, |x: f32| canonical_f32(x).to_bits() as u64),
+            DataType::Float64 => go!(Float64Type, |x: f64| canonical_f64(x).to_bits()),
             _ => unreachable!("fixed key of string type"),
         }
     }

@@ -117,6 +117,8 @@ raw_vals!(
 #[derive(Debug)]
 pub(crate) struct Scattered<K> {
     keys: Vec<K>,
+    /// Heap bytes owned by `keys` ([`GroupKey::heap_bytes`]).
+    key_heap: usize,
     hashes: Vec<u64>,
     vals: Vec<RawVals>,
 }
@@ -126,9 +128,10 @@ impl<K> Scattered<K> {
         self.keys.len()
     }
 
-    /// Bytes reserved for keys (inline part), hashes and values.
+    /// Bytes reserved for keys (inline part and heap), hashes and values.
     fn memory_size(&self) -> usize {
         self.keys.capacity() * std::mem::size_of::<K>()
+            + self.key_heap
             + self.hashes.capacity() * 8
             + self.vals.iter().map(|v| v.memory_size()).sum::<usize>()
     }
@@ -202,6 +205,7 @@ impl<K: GroupKey> Partial<K> {
             let parts = (0..PARTITIONS)
                 .map(|_| Scattered {
                     keys: Vec::with_capacity(per_part),
+                    key_heap: 0,
                     hashes: Vec::with_capacity(per_part),
                     vals: inputs.iter().map(|i| RawVals::empty_like(*i, per_part)).collect(),
                 })
@@ -262,6 +266,7 @@ impl<K: GroupKey> Partial<K> {
                 scratch.pids.extend(hashes.iter().map(|&h| partition_of(h) as u8));
                 for ((k, &h), &p) in keys.drain(..).zip(hashes).zip(&scratch.pids) {
                     let part = &mut parts[p as usize];
+                    part.key_heap += k.heap_bytes();
                     part.keys.push(k);
                     part.hashes.push(h);
                 }

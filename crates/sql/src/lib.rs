@@ -14,6 +14,7 @@
 #![warn(missing_docs)]
 
 mod ddl;
+mod lex;
 mod planner;
 
 pub use planner::{Statement, plan};

@@ -7,8 +7,6 @@ use sqlparser::ast::{
     self, BinaryOperator, DateTimeField, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr,
     LimitClause, ObjectName, OrderByKind, OrderBySort, SelectItem, SetExpr, TableFactor, UnaryOperator,
 };
-use sqlparser::dialect::{ClickHouseDialect, GenericDialect};
-use sqlparser::parser::Parser;
 use tessera_common::{Error, Result, Table};
 use tessera_exec::{
     AggExpr, AggFunc, AggOutput, AggregatePlan, CmpOp, LikePattern, OrderLimit, Plan, Predicate, ScalarExpr, ScanPlan, SortKey,
@@ -64,9 +62,7 @@ pub enum Statement {
 /// [`Error::TypeMismatch`], [`Error::Plan`] for invalid queries, [`Error::NotImplemented`]
 /// for valid SQL outside the supported subset.
 pub fn plan(sql: &str, catalog: &dyn Fn(&str) -> Option<Arc<Table>>) -> Result<Statement> {
-    let stmts = Parser::parse_sql(&ClickHouseDialect {}, sql)
-        .or_else(|e| Parser::parse_sql(&GenericDialect {}, sql).map_err(|_| e))
-        .map_err(|e| Error::Parse(e.to_string()))?;
+    let stmts = crate::lex::parse_statements(sql)?;
     let stmt = match stmts.len() {
         0 => return Err(Error::Parse("empty statement".into())),
         1 => stmts.into_iter().next().expect("one statement"),
@@ -231,11 +227,11 @@ impl Ctx<'_> {
         match e {
             Expr::Nested(inner) => self.predicate(inner),
             Expr::UnaryOp { op: UnaryOperator::Not, expr } => Ok(Predicate::Not(Box::new(self.predicate(expr)?))),
-            Expr::BinaryOp { left, op: BinaryOperator::And, right } => {
-                Ok(Predicate::And(vec![self.predicate(left)?, self.predicate(right)?]))
+            Expr::BinaryOp { op: BinaryOperator::And, .. } => {
+                Ok(Predicate::And(chain(e, &BinaryOperator::And).into_iter().map(|t| self.predicate(t)).collect::<Result<_>>()?))
             }
-            Expr::BinaryOp { left, op: BinaryOperator::Or, right } => {
-                Ok(Predicate::Or(vec![self.predicate(left)?, self.predicate(right)?]))
+            Expr::BinaryOp { op: BinaryOperator::Or, .. } => {
+                Ok(Predicate::Or(chain(e, &BinaryOperator::Or).into_iter().map(|t| self.predicate(t)).collect::<Result<_>>()?))
             }
             Expr::BinaryOp { left, op, right } => {
                 let op = match op {
@@ -275,6 +271,10 @@ impl Ctx<'_> {
                     Some(Ok(Lit::Str(s))) => s,
                     _ => return Err(Error::not_implemented(format!("LIKE with a non-literal pattern: {pattern}"))),
                 };
+                if text.bytes().rev().take_while(|&b| b == b'\\').count() % 2 == 1 {
+                    // ClickHouse: CANNOT_PARSE_ESCAPE_SEQUENCE.
+                    return Err(Error::Parse(format!("LIKE pattern '{text}' ends with an escape character (\\)")));
+                }
                 let pattern = LikePattern::parse(&text).ok_or_else(|| {
                     Error::not_implemented(format!("LIKE pattern '{text}' (supported: 'text', 'text%', '%text', '%text%')"))
                 })?;
@@ -330,6 +330,29 @@ enum Lit {
     Int(i128),
     Float(f64),
     Str(String),
+}
+
+/// The operands of a chain of one associative operator (`a OR b OR c`, any nesting and
+/// parentheses), left to right. Iterative: the parser builds a left-deep tree as deep as
+/// the chain is long (thousands of `OR`s from generated SQL), which recursion would follow
+/// into a stack overflow; the plan gets one flat `Or`/`And`.
+fn chain<'e>(e: &'e Expr, op: &BinaryOperator) -> Vec<&'e Expr> {
+    let mut terms = Vec::new();
+    let mut stack = vec![e];
+    while let Some(x) = stack.pop() {
+        let mut x = x;
+        while let Expr::Nested(inner) = x {
+            x = inner;
+        }
+        match x {
+            Expr::BinaryOp { left, op: o, right } if o == op => {
+                stack.push(right);
+                stack.push(left);
+            }
+            other => terms.push(other),
+        }
+    }
+    terms
 }
 
 /// `Some` if `e` is a literal (`Some(Err)` when it is one we cannot read).
@@ -463,6 +486,9 @@ fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Table>>) -> R
             }
             other => return Err(Error::not_implemented(format!("select item {other}"))),
         }
+    }
+    if items.is_empty() {
+        return Err(Error::Parse("SELECT needs at least one expression (the SELECT list is empty)".into()));
     }
     let filter = select.selection.as_ref().map(|w| ctx.predicate(w)).transpose()?;
 

@@ -1,0 +1,257 @@
+//! Regressions for the defects fuzzing found (issue 14): a stack overflow on long OR chains,
+//! LIKE escapes lost in the SQL lexer, the float order (-0.0, NaN) in GROUP BY, ORDER BY,
+//! comparisons and MIN/MAX, internal errors on bad SQL, answers that changed with the thread
+//! count at LIMIT ties, and memory accounting of serialized group keys.
+
+use std::sync::Arc;
+
+use tessera::arrow::array::*;
+use tessera::arrow::datatypes::*;
+use tessera::{Database, Error};
+
+/// A NaN with the sign bit set (what `inf - inf` gives on x86).
+fn neg_nan() -> f64 {
+    f64::from_bits(f64::NAN.to_bits() | (1 << 63))
+}
+
+/// Registers `cols` as table `name`, cut into batches of `chunk` rows (several morsels).
+fn register(db: &Database, name: &str, cols: Vec<(&str, ArrayRef)>, chunk: usize) {
+    let schema = Arc::new(Schema::new(
+        cols.iter().map(|(n, a)| Field::new(*n, a.data_type().clone(), true)).collect::<Vec<_>>(),
+    ));
+    let rows = cols[0].1.len();
+    let batches: Vec<RecordBatch> = (0..rows)
+        .step_by(chunk)
+        .map(|s| {
+            let len = chunk.min(rows - s);
+            RecordBatch::try_new(schema.clone(), cols.iter().map(|(_, a)| a.slice(s, len)).collect()).unwrap()
+        })
+        .collect();
+    db.register_batches(name, schema, &batches).unwrap();
+}
+
+fn one(db: &Database, sql: &str) -> RecordBatch {
+    let out = db.sql(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    tessera::arrow::compute::concat_batches(&out[0].schema(), &out).unwrap()
+}
+
+fn i64s(b: &RecordBatch, c: usize) -> Vec<i64> {
+    b.column(c).as_primitive::<Int64Type>().values().to_vec()
+}
+
+fn f64s(b: &RecordBatch, c: usize) -> Vec<f64> {
+    let a = tessera::arrow::compute::cast(b.column(c), &DataType::Float64).unwrap();
+    a.as_primitive::<Float64Type>().iter().map(|v| v.unwrap_or(-12345.0)).collect()
+}
+
+fn strs(b: &RecordBatch, c: usize) -> Vec<String> {
+    let a = tessera::arrow::compute::cast(b.column(c), &DataType::Utf8).unwrap();
+    a.as_string::<i32>().iter().map(|v| v.unwrap_or("NULL").to_string()).collect()
+}
+
+#[test]
+fn long_or_chains_run_on_a_small_stack() {
+    let db = Database::new();
+    let v: ArrayRef = Arc::new(Int32Array::from_iter_values((0..50_000).map(|i| i % 10_000)));
+    register(&db, "t", vec![("v", v)], 8192);
+    // 2 MiB is the default stack of a spawned thread: an embedding application may plan
+    // and run from one; the workers' stacks are the same size.
+    let handle = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || {
+            for terms in [2_500usize, 20_000] {
+                let sql = format!(
+                    "SELECT COUNT(*) FROM t WHERE {}",
+                    (0..terms).map(|i| format!("v = {}", i * 3)).collect::<Vec<_>>().join(" OR ")
+                );
+                let expect = (0..50_000).filter(|i| (i % 10_000) % 3 == 0 && (i % 10_000) / 3 < terms).count();
+                assert_eq!(i64s(&one(&db, &sql), 0), vec![expect as i64], "{terms} OR terms");
+                // The same chain under AND NOT, nested in parentheses.
+                let sql = format!(
+                    "SELECT COUNT(*) FROM t WHERE v >= 0 AND NOT ({})",
+                    (0..terms).map(|i| format!("(v = {})", i * 3)).collect::<Vec<_>>().join(" OR ")
+                );
+                assert_eq!(i64s(&one(&db, &sql), 0), vec![50_000 - expect as i64]);
+            }
+            // Deep nesting is a typed error from the parser's depth limit, not a crash.
+            let deep = format!("SELECT COUNT(*) FROM t WHERE {}v = 1{}", "NOT (".repeat(5_000), ")".repeat(5_000));
+            assert!(matches!(db.sql(&deep), Err(Error::Parse(_))), "{:?}", db.sql(&deep).err());
+        })
+        .unwrap();
+    handle.join().expect("no stack overflow");
+}
+
+#[test]
+fn like_escapes_reach_the_pattern() {
+    let db = Database::new();
+    let vals = ["%", "a%b", "50%", "a_b", "axb", r"a\b", "", "plain"];
+    let s: ArrayRef = Arc::new(StringArray::from(vals.to_vec()));
+    register(&db, "t", vec![("s", s)], 3);
+    let matching = |sql: &str| {
+        let b = one(&db, &format!("SELECT s FROM t WHERE {sql} ORDER BY s"));
+        strs(&b, 0)
+    };
+    assert_eq!(matching(r"s LIKE '\%'"), vec!["%"]);
+    // ClickHouse: `\\` in the literal is one backslash, which then escapes `%` in LIKE.
+    assert_eq!(matching(r"s LIKE '\\%'"), vec!["%"]);
+    assert_eq!(matching(r"s LIKE '%\%%'"), vec!["%", "50%", "a%b"]);
+    assert_eq!(matching(r"s NOT LIKE '%\%%'").len(), vals.len() - 3);
+    assert_eq!(matching(r"s LIKE 'a\_b'"), vec!["a_b"]);
+    assert_eq!(matching(r"s LIKE '%\\\\%'"), vec![r"a\b"]);
+    assert_eq!(matching(r"s = 'a\\b'"), vec![r"a\b"]);
+    assert_eq!(matching(r"s = 'a\x25b'"), vec!["a%b"]);
+    assert!(matches!(db.sql(r"SELECT s FROM t WHERE s LIKE 'a\\'"), Err(Error::Parse(_))));
+}
+
+fn float_table(db: &Database) {
+    // g: group; x: values with both zeros, NaNs of both signs and infinities.
+    let g: ArrayRef = Arc::new(Int32Array::from(vec![1, 1, 1, 2, 2, 2, 3, 3, 4, 4]));
+    let x = vec![neg_nan(), f64::NAN, neg_nan(), 1.0, neg_nan(), -2.0, -0.0, 0.0, f64::INFINITY, 5.0];
+    let x64: ArrayRef = Arc::new(Float64Array::from(x.clone()));
+    let x32: ArrayRef = Arc::new(Float32Array::from(x.iter().map(|&v| v as f32).collect::<Vec<_>>()));
+    let k: ArrayRef = Arc::new(Int32Array::from((0..10).collect::<Vec<i32>>()));
+    register(db, "f", vec![("g", g), ("x", x64), ("y", x32), ("k", k)], 4);
+}
+
+#[test]
+fn min_max_follow_the_float_order() {
+    let db = Database::new();
+    float_table(&db);
+    for col in ["x", "y"] {
+        for threads in [1, 3] {
+            let b = one(
+                &db,
+                &format!("SELECT g, MIN({col}), MAX({col}) FROM f GROUP BY g ORDER BY g SETTINGS max_threads = {threads}"),
+            );
+            let (min, max) = (f64s(&b, 1), f64s(&b, 2));
+            // group 1: all NaN; 2: NaN among numbers; 3: both zeros; 4: inf and 5.
+            assert!(min[0].is_nan() && max[0].is_nan(), "{col}: all-NaN group gives NaN, got {min:?} {max:?}");
+            assert_eq!((min[1], max[1].is_nan()), (-2.0, true), "{col}");
+            assert_eq!((min[2], max[2]), (0.0, 0.0), "{col}");
+            assert_eq!((min[3], max[3]), (5.0, f64::INFINITY), "{col}");
+            let g = one(&db, &format!("SELECT MIN({col}), MAX({col}) FROM f WHERE g = 1"));
+            assert!(f64s(&g, 0)[0].is_nan() && f64s(&g, 1)[0].is_nan());
+            let g = one(&db, &format!("SELECT MIN({col}), MAX({col}) FROM f"));
+            assert_eq!(f64s(&g, 0)[0], -2.0);
+            assert!(f64s(&g, 1)[0].is_nan());
+        }
+    }
+}
+
+#[test]
+fn nan_and_zero_keys_form_one_group_each() {
+    let db = Database::new();
+    float_table(&db);
+    for col in ["x", "y"] {
+        for settings in ["max_threads = 1", "max_threads = 3, group_by_force_serialized = 1"] {
+            let sql = format!("SELECT {col}, COUNT(*) FROM f GROUP BY {col} ORDER BY {col} SETTINGS {settings}");
+            let b = one(&db, &sql);
+            let keys = f64s(&b, 0);
+            // -2, 0 (both zeros), 1, 5, inf, NaN (all four).
+            assert_eq!(keys.len(), 6, "{sql}: {keys:?}");
+            assert_eq!(&keys[..5], &[-2.0, 0.0, 1.0, 5.0, f64::INFINITY]);
+            assert!(keys[5].is_nan());
+            assert_eq!(keys[1].to_bits(), 0, "the zero group shows +0.0");
+            assert_eq!(i64s(&b, 1), vec![1, 2, 1, 1, 1, 4]);
+        }
+    }
+}
+
+#[test]
+fn order_by_and_comparisons_follow_the_float_order() {
+    let db = Database::new();
+    float_table(&db);
+    // -0.0 and 0.0 tie, so the second key decides: k DESC puts row 7 (0.0) before row 6.
+    let b = one(&db, "SELECT k FROM f WHERE g = 3 ORDER BY x, k DESC");
+    assert_eq!(strs(&b, 0), vec!["7", "6"]);
+    // NaNs of both signs after +inf (NULLS LAST has no NULLs here), ties in row order.
+    let b = one(&db, "SELECT k FROM f ORDER BY x");
+    assert_eq!(strs(&b, 0), vec!["5", "6", "7", "3", "9", "8", "0", "1", "2", "4"]);
+    let b = one(&db, "SELECT k FROM f ORDER BY y DESC LIMIT 5");
+    assert_eq!(strs(&b, 0), vec!["0", "1", "2", "4", "8"]);
+    // Against a literal: NaN is above every number.
+    assert_eq!(i64s(&one(&db, "SELECT COUNT(*) FROM f WHERE x > 1"), 0), vec![6]);
+    assert_eq!(i64s(&one(&db, "SELECT COUNT(*) FROM f WHERE y >= 5"), 0), vec![6]);
+    assert_eq!(i64s(&one(&db, "SELECT COUNT(*) FROM f WHERE x <= 1"), 0), vec![4]);
+    assert_eq!(i64s(&one(&db, "SELECT COUNT(*) FROM f WHERE x = 0"), 0), vec![2]);
+    assert_eq!(i64s(&one(&db, "SELECT COUNT(*) FROM f WHERE x <> 0"), 0), vec![8]);
+    // Column against column: same order (NaN = NaN, -0.0 = 0.0, NaN > inf).
+    let db2 = Database::new();
+    let a: ArrayRef = Arc::new(Float64Array::from(vec![neg_nan(), -0.0, f64::NAN, f64::INFINITY, 1.0]));
+    let c: ArrayRef = Arc::new(Float64Array::from(vec![f64::NAN, 0.0, f64::INFINITY, neg_nan(), 2.0]));
+    register(&db2, "p", vec![("a", a), ("c", c)], 2);
+    let count = |w: &str| i64s(&one(&db2, &format!("SELECT COUNT(*) FROM p WHERE {w}")), 0)[0];
+    assert_eq!(count("a = c"), 2);
+    assert_eq!(count("a > c"), 1);
+    assert_eq!(count("a < c"), 2);
+    assert_eq!(count("a >= c"), 3);
+}
+
+#[test]
+fn bad_sql_gets_typed_errors() {
+    let db = Database::new();
+    float_table(&db);
+    assert!(matches!(db.sql("SELECT FROM f"), Err(Error::Parse(_))), "{:?}", db.sql("SELECT FROM f"));
+    assert!(matches!(db.sql(r"SELECT k FROM f WHERE x = 'a\xZZ'"), Err(Error::Parse(_))));
+}
+
+/// Many groups tie on the ORDER BY key at the LIMIT boundary: the answer must not depend on
+/// the thread count or the path (ties broken by the group key; scans by row position).
+#[test]
+fn limit_ties_are_deterministic() {
+    let db = Database::new();
+    let n = 200_000;
+    let a: ArrayRef = Arc::new(Int64Array::from_iter_values((0..n).map(|i| (i * 7919) % 50_000)));
+    let s: ArrayRef = Arc::new(StringArray::from_iter_values((0..n).map(|i| format!("s{}", (i * 31) % 9_999))));
+    let c: ArrayRef = Arc::new(Int32Array::from_iter_values((0..n).map(|i| (i % 4) as i32)));
+    register(&db, "t", vec![("a", a), ("s", s), ("c", c)], 10_000);
+    let queries = [
+        "SELECT a, COUNT(*) AS n FROM t GROUP BY a ORDER BY n DESC LIMIT 10",
+        "SELECT s, c, COUNT(*) AS n FROM t GROUP BY s, c ORDER BY n DESC LIMIT 7 OFFSET 3",
+        "SELECT c, COUNT(*) FROM t GROUP BY a, c ORDER BY c LIMIT 5",
+        "SELECT a FROM t GROUP BY a LIMIT 4",
+        "SELECT a, s FROM t ORDER BY c LIMIT 10",
+        "SELECT a, s FROM t WHERE c = 2 LIMIT 10 OFFSET 5",
+    ];
+    for q in queries {
+        let answers: Vec<String> = [1, 2, 3, 4]
+            .iter()
+            .flat_map(|t| {
+                let two_level = format!("{q} SETTINGS max_threads = {t}, group_by_two_level_threshold = 0");
+                [format!("{q} SETTINGS max_threads = {t}"), two_level]
+            })
+            .filter(|sql| !(sql.contains("two_level") && !sql.contains("GROUP BY")))
+            .map(|sql| {
+                let b = one(&db, &sql);
+                format!("{:?}", (0..b.num_columns()).map(|c| strs(&b, c)).collect::<Vec<_>>())
+            })
+            .collect();
+        assert!(answers.windows(2).all(|w| w[0] == w[1]), "{q}: {answers:#?}");
+    }
+    // The scan LIMIT without ORDER BY returns the first rows in table order.
+    let b = one(&db, "SELECT c FROM t WHERE c = 2 LIMIT 3 OFFSET 1 SETTINGS max_threads = 3");
+    assert_eq!(strs(&b, 0), vec!["2", "2", "2"]);
+    let b = one(&db, "SELECT a FROM t LIMIT 3 SETTINGS max_threads = 4");
+    assert_eq!(strs(&b, 0), vec!["0", "7919", "15838"]);
+}
+
+/// Serialized group keys own heap memory that `max_memory_usage` must count: 200k unique
+/// 6-key groups (~100 bytes of key each) exceed 16 MB.
+#[test]
+fn serialized_keys_count_against_max_memory_usage() {
+    let db = Database::new();
+    let n = 200_000;
+    let mut cols: Vec<(&str, ArrayRef)> = Vec::new();
+    let names = ["a", "b", "c", "d", "e", "f"];
+    for (j, name) in names.iter().enumerate() {
+        cols.push((name, Arc::new(StringArray::from_iter_values((0..n).map(|i| format!("{j}-{i:012}"))))));
+    }
+    register(&db, "w", cols, 16_384);
+    let sql = "SELECT a, b, c, d, e, f, COUNT(*) FROM w GROUP BY a, b, c, d, e, f";
+    let unlimited = db.sql_profiled(sql, None).unwrap();
+    let rows: usize = unlimited.0.iter().map(|b| b.num_rows()).sum();
+    assert_eq!(rows, n);
+    assert!(unlimited.1.peak_memory_bytes > n * 6 * 16, "keys' heap counted: {}", unlimited.1.peak_memory_bytes);
+    let limited = db.sql(&format!("{sql} SETTINGS max_memory_usage = 16000000"));
+    assert!(matches!(limited, Err(Error::ResourcesExhausted(_))), "{:?}", limited.map(|b| b.len()));
+}
