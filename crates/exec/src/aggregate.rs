@@ -264,7 +264,9 @@ where
             .par_iter()
             .map(|t| {
                 let gids = select_groups(t, &plan.order, plan, &decode, ctx.query)?;
-                emit(t, &gids, plan, &schema, &decode)
+                let b = emit(t, &gids, plan, &schema, &decode)?;
+                ctx.query.grow(b.get_array_memory_size(), "GROUP BY output")?;
+                Ok(b)
             })
             .collect::<Result<Vec<_>>>()
     })?;
