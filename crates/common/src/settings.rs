@@ -36,6 +36,11 @@ pub struct Settings {
     /// query gets `min(max_threads, limit - threads in use)` workers, at least 1. Read from
     /// the database's settings (`Database::set` / `SET`); a query's own value is ignored.
     pub concurrent_threads_soft_limit_num: usize,
+    /// Late materialization of `LIMIT` scans (ClickHouse's
+    /// `query_plan_optimize_lazy_materialization`): read the WHERE and ORDER BY columns
+    /// first, then the other columns of the answer's rows only. Default on; `0` reads every
+    /// column the query names up front (for tests that compare the two paths).
+    pub query_plan_optimize_lazy_materialization: bool,
 }
 
 impl Default for Settings {
@@ -47,6 +52,7 @@ impl Default for Settings {
             simd_level: None,
             max_memory_usage: 0,
             concurrent_threads_soft_limit_num: 0,
+            query_plan_optimize_lazy_materialization: true,
         }
     }
 }
@@ -78,6 +84,7 @@ impl Settings {
         "simd_level",
         "max_memory_usage",
         "concurrent_threads_soft_limit_num",
+        "query_plan_optimize_lazy_materialization",
     ];
 
     /// Sets a setting by name from its SQL text value.
@@ -91,6 +98,11 @@ impl Settings {
                 Error::InvalidArgument(format!("setting {name}: '{v}' is not a non-negative integer"))
             })
         };
+        let flag = |n: u64| match n {
+            0 => Ok(false),
+            1 => Ok(true),
+            n => Err(Error::InvalidArgument(format!("{name} = {n}: expected 0 or 1"))),
+        };
         match name.to_ascii_lowercase().as_str() {
             "max_threads" => {
                 let n = parse(value)?;
@@ -102,12 +114,9 @@ impl Settings {
             "group_by_two_level_threshold" => {
                 self.group_by_two_level_threshold = parse(value)? as usize;
             }
-            "group_by_force_serialized" => {
-                self.group_by_force_serialized = match parse(value)? {
-                    0 => false,
-                    1 => true,
-                    n => return Err(Error::InvalidArgument(format!("{name} = {n}: expected 0 or 1"))),
-                };
+            "group_by_force_serialized" => self.group_by_force_serialized = flag(parse(value)?)?,
+            "query_plan_optimize_lazy_materialization" => {
+                self.query_plan_optimize_lazy_materialization = flag(parse(value)?)?
             }
             "simd_level" => {
                 let v = value.trim().trim_matches('\'');

@@ -24,6 +24,33 @@ pub trait ColumnSource: Send + Sync + std::fmt::Debug {
     /// I/O or corruption errors naming the file.
     fn load_columns(&self, indices: &[usize]) -> Result<Vec<Vec<ArrayRef>>>;
 
+    /// Whether [`ColumnSource::load_morsels`] reads only the listed morsels (cheaper than
+    /// whole columns). When `false` (the default), [`Table::morsel_columns`] loads and
+    /// keeps whole columns instead, as a query would.
+    fn reads_morsels(&self) -> bool {
+        false
+    }
+
+    /// Reads chunks `morsels` (ascending chunk indices) of the columns at `indices`: for
+    /// each column, one array per listed morsel, in that order, of the morsel's length.
+    /// Late materialization uses it to fetch the other columns of a few rows. The default
+    /// reads whole columns and keeps the listed chunks; sources that can read one morsel
+    /// (granules of a part) override it.
+    ///
+    /// # Errors
+    /// As [`ColumnSource::load_columns`].
+    fn load_morsels(&self, indices: &[usize], morsels: &[usize]) -> Result<Vec<Vec<ArrayRef>>> {
+        let cols = self.load_columns(indices)?;
+        cols.into_iter()
+            .map(|c| {
+                morsels
+                    .iter()
+                    .map(|&m| c.get(m).cloned().ok_or_else(|| Error::internal(format!("morsel {m} out of range"))))
+                    .collect()
+            })
+            .collect()
+    }
+
     /// Granule skipping hook: given conditions every row of the answer satisfies (a
     /// conjunction of [`ColumnRange`]s from the WHERE clause), a source that keeps per-range
     /// statistics (min/max, a sparse primary index) may return a narrower source holding
@@ -204,6 +231,61 @@ impl Table {
             }
         }
         Ok(indices.iter().map(|&i| cols[i].clone().expect("loaded above")).collect())
+    }
+
+    /// Chunks `morsels` (ascending) of the columns at `indices`, for late materialization:
+    /// columns in memory are sliced from there; the others are read from a source that
+    /// [reads morsels](ColumnSource::reads_morsels) for those morsels only and not kept, or
+    /// else loaded whole and kept like [`Table::columns`]. `out[i][j]` is morsel
+    /// `morsels[j]` of column `indices[i]`.
+    ///
+    /// # Errors
+    /// Errors of the source, or a source that broke its contract (lengths, types).
+    pub fn morsel_columns(&self, indices: &[usize], morsels: &[usize]) -> Result<Vec<Vec<ArrayRef>>> {
+        if let Some(&bad) = indices.iter().find(|&&i| i >= self.schema.fields().len()) {
+            return Err(Error::internal(format!("column index {bad} out of range")));
+        }
+        if let Some(&bad) = morsels.iter().find(|&&m| m >= self.chunk_lens.len()) {
+            return Err(Error::internal(format!("morsel {bad} out of range")));
+        }
+        if self.source.as_ref().is_none_or(|s| !s.reads_morsels()) {
+            let cols = self.columns(indices)?;
+            return Ok(cols.iter().map(|c| morsels.iter().map(|&m| c[m].clone()).collect()).collect());
+        }
+        let cached: Vec<Option<ColumnChunks>> = {
+            let cols = self.columns.lock().map_err(|_| Error::internal("table lock poisoned"))?;
+            indices.iter().map(|&i| cols[i].clone()).collect()
+        };
+        let missing: Vec<usize> = indices.iter().zip(&cached).filter(|(_, c)| c.is_none()).map(|(&i, _)| i).collect();
+        let mut read = if missing.is_empty() {
+            Vec::new()
+        } else {
+            let source = self.source.as_ref().ok_or_else(|| {
+                Error::internal(format!("table {}: column without data and no source", self.name))
+            })?;
+            source.load_morsels(&missing, morsels)?
+        }
+        .into_iter();
+        let mut out = Vec::with_capacity(indices.len());
+        for (&i, c) in indices.iter().zip(cached) {
+            let chunks: Vec<ArrayRef> = match c {
+                Some(c) => morsels.iter().map(|&m| c[m].clone()).collect(),
+                None => read.next().ok_or_else(|| Error::internal("column source returned a wrong column count"))?,
+            };
+            let field = self.schema.field(i);
+            let ok = chunks.len() == morsels.len()
+                && chunks.iter().zip(morsels).all(|(a, &m)| a.len() == self.chunk_lens[m] && a.data_type() == field.data_type());
+            if !ok {
+                return Err(Error::internal(format!(
+                    "table {}: column {} read for morsels {:?}.. has the wrong shape",
+                    self.name,
+                    field.name(),
+                    &morsels[..morsels.len().min(4)]
+                )));
+            }
+            out.push(chunks);
+        }
+        Ok(out)
     }
 
     /// A table over the morsels that may hold rows satisfying all of `ranges` (see

@@ -21,7 +21,7 @@ pub mod prune;
 mod scan;
 
 use arrow::array::RecordBatch;
-use tessera_common::{ColumnChunks, Result, Settings};
+use tessera_common::{Result, Settings};
 
 pub use context::{CancelToken, QueryContext};
 pub use plan::*;
@@ -70,14 +70,14 @@ pub fn execute_in(
     // WHERE clause may match (prune.rs); other tables run as they are.
     let pruned = prune::pruned_plan(plan)?;
     let plan = pruned.as_ref().unwrap_or(plan);
-    let table = plan.table();
-    let used = plan.columns_used();
-    let loaded = table.columns(&used)?;
-    let mut cols: Vec<Option<ColumnChunks>> = vec![None; table.schema().fields().len()];
-    for (i, c) in used.into_iter().zip(loaded) {
-        cols[i] = Some(c);
-    }
     let pool = pools.get(settings.max_threads)?;
+    if let Plan::Scan(p) = plan
+        && let Some((batch, mut profile)) = scan::execute_late(p, settings, &pool, query)?
+    {
+        profile.peak_memory_bytes = query.peak_memory_usage();
+        return Ok((batch, profile));
+    }
+    let cols = scan::load_columns(plan.table(), &plan.columns_used())?;
     let (batch, mut profile) = match plan {
         Plan::Aggregate(p) => aggregate::execute(p, &cols, settings, &pool, query),
         Plan::Scan(p) => scan::execute(p, &cols, settings, &pool, query),

@@ -595,6 +595,28 @@ impl ColumnSource for Snapshot {
         Ok(indices.iter().map(|_| it.by_ref().take(n).collect()).collect())
     }
 
+    fn reads_morsels(&self) -> bool {
+        true
+    }
+
+    /// Decodes only the granules of `morsels` (late materialization of a few rows).
+    fn load_morsels(&self, indices: &[usize], morsels: &[usize]) -> Result<Vec<Vec<ArrayRef>>> {
+        if let Some(&bad) = morsels.iter().find(|&&m| m >= self.morsels.len()) {
+            return Err(Error::internal(format!("morsel {bad} out of range")));
+        }
+        let tasks: Vec<(usize, usize)> = indices.iter().flat_map(|&c| morsels.iter().map(move |&m| (c, m))).collect();
+        let arrays = tasks
+            .par_iter()
+            .map(|&(c, m)| {
+                let mo = self.morsels[m];
+                self.parts[mo.part].1.read_granules(c, mo.g0, mo.g1)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let n = morsels.len();
+        let mut it = arrays.into_iter();
+        Ok(indices.iter().map(|_| it.by_ref().take(n).collect()).collect())
+    }
+
     /// Keeps granules whose min/max (and, for the leading sort-key column, the sparse
     /// primary index) admit every range; consecutive kept granules of one part form
     /// morsels of up to 8 granules, never crossing a multiple of 8.
