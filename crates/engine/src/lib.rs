@@ -90,6 +90,32 @@ impl Database {
         Ok(Database { store: Some(tessera_storage::Store::open(dir)?), ..Self::default() })
     }
 
+    /// Like [`Database::open`] for a directory that must exist (commands that only read).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] if `dir` is not an existing directory; as
+    /// [`Database::open`].
+    pub fn open_existing(dir: &Path) -> Result<Self> {
+        Ok(Database { store: Some(tessera_storage::Store::open_existing(dir)?), ..Self::default() })
+    }
+
+    /// What opening the database directory did besides opening it, one message each:
+    /// part directories the table manifests did not list, moved to `detached/` (never
+    /// read by queries), and format migrations. Empty for a clean open or without a
+    /// directory.
+    pub fn open_warnings(&self) -> Vec<String> {
+        self.store.as_ref().map(|s| s.warnings()).unwrap_or_default()
+    }
+
+    /// The entries of on-disk table `name`'s `detached/` directory (parts moved out of the
+    /// table, e.g. `unexpected_0000000003_0000000003_0`), sorted.
+    ///
+    /// # Errors
+    /// [`Error::UnknownTable`], [`Error::Io`].
+    pub fn detached_parts(&self, name: &str) -> Result<Vec<String>> {
+        self.disk_table(name).ok_or_else(|| Error::UnknownTable(name.into()))?.detached_parts()
+    }
+
     fn store(&self) -> Result<&tessera_storage::Store> {
         self.store.as_ref().ok_or_else(|| {
             Error::InvalidArgument("this database has no directory: use Database::open(dir) for on-disk tables".into())
