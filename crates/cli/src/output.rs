@@ -305,7 +305,7 @@ mod tests {
         fields.push(Field::new("t", DataType::Timestamp(arrow::datatypes::TimeUnit::Second, None), true));
         let schema = Arc::new(Schema::new(fields));
         let b = RecordBatch::try_new(schema.clone(), cols).unwrap();
-        let out = String::from_utf8(render(&[b.clone()], Format::Tsv).unwrap()).unwrap();
+        let out = String::from_utf8(render(std::slice::from_ref(&b), Format::Tsv).unwrap()).unwrap();
         let body = out.split_once('\n').unwrap().1;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out.tsv");

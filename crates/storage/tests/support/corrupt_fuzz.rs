@@ -69,12 +69,10 @@ fn batch(first: i64, n: i64) -> RecordBatch {
 /// A scratch directory, in memory (`/dev/shm`) where there is one: the cases fsync a lot.
 pub fn scratch_dir() -> tempfile::TempDir {
     let shm = Path::new("/dev/shm");
-    if shm.is_dir() {
-        if let Ok(d) = tempfile::tempdir_in(shm) {
-            return d;
-        }
+    match shm.is_dir().then(|| tempfile::tempdir_in(shm)) {
+        Some(Ok(d)) => d,
+        _ => tempfile::tempdir().expect("tempdir"),
     }
-    tempfile::tempdir().expect("tempdir")
 }
 
 /// Builds the template: inserts of 300, 500 (merged with the first), 700 and 400 rows in
@@ -105,8 +103,8 @@ pub fn read_all(dir: &Path) -> Result<(Digest, Vec<String>), Error> {
     let t = store.table("t").ok_or_else(|| Error::UnknownTable("t".into()))?;
     let cols = t.snapshot()?.columns(&[0, 1, 2, 3])?;
     let mut d = Digest { rows: 0, hash: 0 };
-    for m in 0..cols[0].len() {
-        let k = cols[0][m].as_primitive::<Int64Type>();
+    for (m, k) in cols[0].iter().enumerate() {
+        let k = k.as_primitive::<Int64Type>();
         let s = cols[1][m].as_string::<i32>();
         let f = cols[2][m].as_primitive::<Float64Type>();
         let ts = cols[3][m].as_primitive::<TimestampSecondType>();
