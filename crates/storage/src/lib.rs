@@ -43,8 +43,8 @@
 //!   table and the file or part directory. Nothing is answered from the other parts.
 //! * A part directory the manifest does not list cannot hold acknowledged rows (the
 //!   manifest write is the commit point): if a listed part covers its number range it is
-//!   an input of a committed merge whose deletion a crash interrupted, and is removed;
-//!   otherwise (an insert or merge that crashed between renaming its part into place and
+//!   an input of a committed merge whose deletion a crash interrupted, and is removed
+//!   (with a warning, as below); otherwise (an insert or merge that crashed between renaming its part into place and
 //!   writing the manifest, or a directory copied in) it is moved to
 //!   `detached/unexpected_NAME` (as ClickHouse detaches unexpected parts), reported by
 //!   `DiskTable::open_warnings` / `Store::warnings` (the CLI prints them to stderr) and

@@ -230,7 +230,8 @@ impl DiskTable {
     ///    recorded row count and `checksums.txt` hash;
     /// 3. only then is the directory cleaned: `tmp_*` leftovers of crashed inserts, merges
     ///    and manifest writes are removed; unlisted parts covered by a listed part (inputs
-    ///    of a committed merge whose deletion a crash interrupted) are removed; any other
+    ///    of a committed merge whose deletion a crash interrupted) are removed, with a
+    ///    warning; any other
     ///    unlisted part (an insert or merge that crashed before its manifest write, or a
     ///    directory copied in) holds no acknowledged rows and is moved to
     ///    `detached/unexpected_NAME`, with a warning ([`DiskTable::open_warnings`]).
@@ -385,8 +386,13 @@ impl DiskTable {
         }
         for id in found.iter().filter(|id| !live.contains(id)) {
             let p = dir.join(id.name());
-            if live.iter().any(|l| l.covers(id)) {
+            if let Some(by) = live.iter().find(|l| l.covers(id)) {
                 std::fs::remove_dir_all(&p).map_err(io(&p))?;
+                warnings.push(format!(
+                    "table {table}: removed part directory {}: not in {MANIFEST} and covered by part {} (an input of a committed merge whose deletion was interrupted)",
+                    id.name(),
+                    by.name()
+                ));
             } else {
                 let to = detach(dir, &id.name(), "unexpected")?;
                 warnings.push(format!(

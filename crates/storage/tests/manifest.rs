@@ -233,10 +233,11 @@ fn merge_commits_through_the_manifest() {
     let m = std::fs::read_to_string(table.join("manifest.txt")).unwrap();
     assert!(m.contains("part\t0000000001_0000000002_1\t4000\t") && !m.contains(P1), "{m}");
     // A crash after the manifest write but before the inputs were deleted: they come back
-    // and are removed at open (covered by the merged part), without a warning.
+    // and are removed at open (covered by the merged part), with a warning.
     copy_dir(&table.join("0000000001_0000000002_1"), &table.join(P1));
     let store = Store::open(dir.path()).unwrap();
-    assert!(store.warnings().is_empty());
+    let w = store.warnings();
+    assert!(w.len() == 1 && w[0].contains(&format!("removed part directory {P1}")) && w[0].contains("covered by part 0000000001_0000000002_1"), "{w:?}");
     assert!(!table.join(P1).exists());
     drop(store);
     assert_eq!(count(dir.path()).unwrap(), FULL);

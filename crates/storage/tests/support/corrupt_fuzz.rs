@@ -171,7 +171,8 @@ pub struct Case {
 pub enum Outcome {
     /// The correct answer, clean open.
     Correct,
-    /// The correct answer; parts were moved to `detached/` (with warnings).
+    /// The correct answer; unlisted parts were moved to `detached/` or, covered by a
+    /// listed part, removed (with warnings).
     CorrectDetached,
     /// `Error::Corrupt` naming the damaged file or directory.
     Corrupt,
