@@ -80,12 +80,14 @@ impl Database {
     }
 
     /// Opens (creating if missing) the database directory `dir`: its on-disk tables become
-    /// queryable, next to any in-memory tables registered later. Leftovers of crashed
-    /// inserts and merges are removed; every part's metadata and index checksums are
-    /// verified.
+    /// queryable, next to any in-memory tables registered later. Each table is verified
+    /// against its manifest (every listed part present, with its checksums); leftovers of
+    /// crashed inserts and merges are removed, and part directories the manifest does not
+    /// list are moved to `detached/` (see [`Database::open_warnings`]).
     ///
     /// # Errors
-    /// [`Error::Io`], or [`Error::Corrupt`] naming the damaged file, part and offset.
+    /// [`Error::Io`], or [`Error::Corrupt`] naming the table and the damaged file, missing
+    /// part or offset.
     pub fn open(dir: &Path) -> Result<Self> {
         Ok(Database { store: Some(tessera_storage::Store::open(dir)?), ..Self::default() })
     }
