@@ -313,7 +313,7 @@ pub(crate) fn run(args: BenchArgs, cancel: &CancelToken) -> Result<()> {
     let mut level = "";
     for path in datasets(&args)? {
         let db = match &args.db {
-            Some(dir) => Database::open(dir)?,
+            Some(dir) => crate::open_db(dir)?,
             None => Database::new(),
         };
         for spec in &args.set {

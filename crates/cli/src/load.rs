@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use arrow::array::ArrayRef;
 use arrow::compute::concat;
+use arrow::datatypes::SchemaRef;
 use clap::Args;
 use tessera_common::ColumnSource;
 use tessera_engine::{Codec, DEFAULT_GRANULE_ROWS, Database, Error, Result, TableOptions};
@@ -48,6 +49,7 @@ type ColumnFn = Box<dyn Fn(usize) -> Result<ArrayRef> + Sync>;
 
 pub(crate) fn run(args: LoadArgs) -> Result<()> {
     let db = Database::open(&args.db)?;
+    crate::print_open_warnings(&db);
     let start = Instant::now();
     let is_hits = args.table.eq_ignore_ascii_case("hits");
     let ext = args.file.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
@@ -70,8 +72,11 @@ pub(crate) fn run(args: LoadArgs) -> Result<()> {
         let schema = src.schema().clone();
         (schema, rows, Box::new(move |c| concat_chunks(&src.load_columns(&[c])?.remove(0))))
     };
-    let table = match db.disk_table(&args.table) {
-        Some(t) => t,
+    let (table, get): (_, ColumnFn) = match db.disk_table(&args.table) {
+        Some(t) => {
+            let map = column_map(&args.table, t.schema(), &schema, &args.file)?;
+            (t, Box::new(move |c| get(map[c])))
+        }
         None => {
             let codec = Codec::parse(&args.codec)
                 .ok_or_else(|| Error::InvalidArgument(format!("--codec {}: use lz4, zstd, zstd(LEVEL) or none", args.codec)))?;
@@ -85,7 +90,7 @@ pub(crate) fn run(args: LoadArgs) -> Result<()> {
                 encodings: !args.no_encodings,
                 ..TableOptions::default()
             };
-            db.create_table(&args.table, schema.clone(), opts)?
+            (db.create_table(&args.table, schema.clone(), opts)?, get)
         }
     };
     let bar = progress_bar(schema.fields().len() as u64, "columns written");
@@ -105,6 +110,63 @@ pub(crate) fn run(args: LoadArgs) -> Result<()> {
         table.disk_size() as f64 / (1 << 20) as f64
     );
     Ok(())
+}
+
+/// For each column of an existing table, the index of the input column of the same name
+/// (exact, else ASCII case-insensitive) and type, so that a file with its columns in
+/// another order loads.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] naming the table's columns the file lacks, the file's
+/// columns the table lacks (they would be dropped silently), or a column whose type
+/// differs.
+fn column_map(table: &str, want: &SchemaRef, have: &SchemaRef, file: &Path) -> Result<Vec<usize>> {
+    let find = |n: &str| {
+        have.fields()
+            .iter()
+            .position(|f| f.name() == n)
+            .or_else(|| have.fields().iter().position(|f| f.name().eq_ignore_ascii_case(n)))
+    };
+    let missing: Vec<&str> =
+        want.fields().iter().filter(|f| find(f.name()).is_none()).map(|f| f.name().as_str()).collect();
+    let extra: Vec<&str> = have
+        .fields()
+        .iter()
+        .filter(|h| !want.fields().iter().any(|f| f.name().eq_ignore_ascii_case(h.name())))
+        .map(|f| f.name().as_str())
+        .collect();
+    if !missing.is_empty() || !extra.is_empty() {
+        let mut what = Vec::new();
+        if !missing.is_empty() {
+            what.push(format!("lacks the table's column(s) {}", missing.join(", ")));
+        }
+        if !extra.is_empty() {
+            what.push(format!("has column(s) {} the table does not", extra.join(", ")));
+        }
+        return Err(Error::InvalidArgument(format!(
+            "{} does not fit table {table} ({} columns): the file {}",
+            file.display(),
+            want.fields().len(),
+            what.join(" and ")
+        )));
+    }
+    want.fields()
+        .iter()
+        .map(|f| {
+            let i = find(f.name()).expect("checked above");
+            let h = have.field(i);
+            if h.data_type() != f.data_type() {
+                return Err(Error::InvalidArgument(format!(
+                    "{}: column {} is {}, table {table} stores {}",
+                    file.display(),
+                    h.name(),
+                    h.data_type(),
+                    f.data_type()
+                )));
+            }
+            Ok(i)
+        })
+        .collect()
 }
 
 fn db_dir(p: &Path) -> String {

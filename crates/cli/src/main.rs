@@ -146,15 +146,32 @@ fn run(cli: Cli, cancel: &CancelToken) -> Result<()> {
             Ok(())
         }
         Cmd::Query { load, format, threads, db, sql } => {
+            // Only a CREATE TABLE may create the database directory; any other statement
+            // on a missing directory is an error, not an empty database.
+            let creates = sql.trim_start().get(..6).is_some_and(|w| w.eq_ignore_ascii_case("create"));
             let db = match db {
-                Some(dir) => Database::open(&dir)?,
+                Some(dir) if creates => {
+                    let db = Database::open(&dir)?;
+                    print_open_warnings(&db);
+                    db
+                }
+                Some(dir) => open_db(&dir)?,
                 None => Database::new(),
             };
             if let Some(t) = threads {
                 db.set("max_threads", &t.to_string())?;
             }
+            let mut seen = Vec::new();
             for spec in &load {
                 let (name, path) = parse_load(spec)?;
+                let lower = name.to_ascii_lowercase();
+                if seen.contains(&lower) {
+                    return Err(Error::InvalidArgument(format!("--load {spec}: table '{name}' is loaded twice")));
+                }
+                if db.disk_table(&name).is_some() {
+                    return Err(Error::InvalidArgument(format!("--load {spec}: table '{name}' is an on-disk table of --db")));
+                }
+                seen.push(lower);
                 load_table(&db, &name, &path)?;
             }
             let batches = db.sql_cancellable(&sql, cancel)?;
@@ -163,6 +180,24 @@ fn run(cli: Cli, cancel: &CancelToken) -> Result<()> {
         Cmd::Bench(args) => bench::run(args, cancel),
         Cmd::Compare(args) => compare::run(args),
         Cmd::Load(args) => load::run(args),
+    }
+}
+
+/// Opens an existing database directory for a command that only reads it (`query`,
+/// `bench`): a missing directory is an error, not a new empty database. Prints the open
+/// warnings (parts moved to `detached/`...) to stderr.
+pub(crate) fn open_db(dir: &Path) -> Result<Database> {
+    let db = Database::open_existing(dir)?;
+    print_open_warnings(&db);
+    Ok(db)
+}
+
+/// Prints [`Database::open_warnings`] to stderr, one `warning:` line each.
+pub(crate) fn print_open_warnings(db: &Database) {
+    use std::io::Write;
+    let mut err = std::io::stderr().lock();
+    for w in db.open_warnings() {
+        let _ = writeln!(err, "warning: {w}");
     }
 }
 

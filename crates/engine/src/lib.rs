@@ -80,14 +80,42 @@ impl Database {
     }
 
     /// Opens (creating if missing) the database directory `dir`: its on-disk tables become
-    /// queryable, next to any in-memory tables registered later. Leftovers of crashed
-    /// inserts and merges are removed; every part's metadata and index checksums are
-    /// verified.
+    /// queryable, next to any in-memory tables registered later. Each table is verified
+    /// against its manifest (every listed part present, with its checksums); leftovers of
+    /// crashed inserts and merges are removed, and part directories the manifest does not
+    /// list are moved to `detached/` (see [`Database::open_warnings`]).
     ///
     /// # Errors
-    /// [`Error::Io`], or [`Error::Corrupt`] naming the damaged file, part and offset.
+    /// [`Error::Io`], or [`Error::Corrupt`] naming the table and the damaged file, missing
+    /// part or offset.
     pub fn open(dir: &Path) -> Result<Self> {
         Ok(Database { store: Some(tessera_storage::Store::open(dir)?), ..Self::default() })
+    }
+
+    /// Like [`Database::open`] for a directory that must exist (commands that only read).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] if `dir` is not an existing directory; as
+    /// [`Database::open`].
+    pub fn open_existing(dir: &Path) -> Result<Self> {
+        Ok(Database { store: Some(tessera_storage::Store::open_existing(dir)?), ..Self::default() })
+    }
+
+    /// What opening the database directory did besides opening it, one message each:
+    /// part directories the table manifests did not list, moved to `detached/` (never
+    /// read by queries), and format migrations. Empty for a clean open or without a
+    /// directory.
+    pub fn open_warnings(&self) -> Vec<String> {
+        self.store.as_ref().map(|s| s.warnings()).unwrap_or_default()
+    }
+
+    /// The entries of on-disk table `name`'s `detached/` directory (parts moved out of the
+    /// table, e.g. `unexpected_0000000003_0000000003_0`), sorted.
+    ///
+    /// # Errors
+    /// [`Error::UnknownTable`], [`Error::Io`].
+    pub fn detached_parts(&self, name: &str) -> Result<Vec<String>> {
+        self.disk_table(name).ok_or_else(|| Error::UnknownTable(name.into()))?.detached_parts()
     }
 
     fn store(&self) -> Result<&tessera_storage::Store> {

@@ -11,15 +11,52 @@
 //! ```text
 //! DIR/
 //! ├── hits/                              one directory per table
-//! │   ├── table.json                     format version, schema, sort key, codecs, granule size
+//! │   ├── table.json                     table format version (2), schema, sort key, codecs, granule size
+//! │   ├── manifest.txt                   the active parts: the commit point of inserts and merges
 //! │   ├── 0000000001_0000000001_0/       part MIN_MAX_LEVEL: inserts MIN..=MAX, merged LEVEL times
 //! │   ├── 0000000002_0000000009_1/
-//! │   └── tmp_insert_4242_7/             unfinished part: removed at open
+//! │   ├── detached/unexpected_…/         part directories the manifest did not list, moved aside
+//! │   ├── tmp_insert_4242_7/             unfinished part: removed at open
+//! │   └── tmp_manifest_4242_8            unfinished manifest write: removed at open
 //! └── tmp_create_…/                      unfinished CREATE TABLE: removed at open
 //! ```
 //!
-//! A part whose number range lies inside another part's (the inputs of a merge whose
-//! deletion a crash interrupted) is removed at open.
+//! # Table manifest
+//!
+//! `manifest.txt` names the table's active parts; it is text, checksummed like
+//! `checksums.txt`:
+//!
+//! ```text
+//! tessera table manifest 1
+//! table<TAB>XXH3_HEX                     xxh3 of table.json
+//! part<TAB>NAME<TAB>ROWS<TAB>XXH3_HEX    per active part: rows, xxh3 of its checksums.txt
+//! end<TAB>XXH3_HEX                       xxh3 of all preceding bytes
+//! ```
+//!
+//! Since `checksums.txt` covers every other file of a part, the manifest pins the content
+//! of every active part. At open (after which nothing else is trusted):
+//!
+//! * `table.json` missing while the directory holds parts or a manifest, a missing or
+//!   damaged manifest, a `table.json` whose hash differs from the manifest's, a listed part
+//!   that is missing or has another `checksums.txt` hash or row count (a part directory
+//!   deleted, renamed, or replaced by a copy of another part): `Error::Corrupt` naming the
+//!   table and the file or part directory. Nothing is answered from the other parts.
+//! * A part directory the manifest does not list cannot hold acknowledged rows (the
+//!   manifest write is the commit point): if a listed part covers its number range it is
+//!   an input of a committed merge whose deletion a crash interrupted, and is removed
+//!   (with a warning, as below); otherwise (an insert or merge that crashed between renaming its part into place and
+//!   writing the manifest, or a directory copied in) it is moved to
+//!   `detached/unexpected_NAME` (as ClickHouse detaches unexpected parts), reported by
+//!   `DiskTable::open_warnings` / `Store::warnings` (the CLI prints them to stderr) and
+//!   listed by `DiskTable::detached_parts`. Queries never read `detached/`.
+//!
+//! Table format version 1 (before the manifest) is migrated at open: its parts (after
+//! removing those covered by a merged part) are verified and written as the manifest,
+//! then `table.json` is rewritten with version 2. A version 1 `table.json` beside a
+//! manifest is a migration a crash interrupted: the manifest must record the hash of the
+//! version 2 rewrite of that `table.json` and is verified as usual (so editing the version
+//! down cannot bypass the manifest). A version above 2 is `Error::Corrupt` ("unsupported
+//! format version").
 //!
 //! # Part directory
 //!
@@ -103,9 +140,14 @@
 //!
 //! An insert sorts its rows by the sort key, writes a part into `tmp_insert_*` inside the
 //! table directory, fsyncs every file and the directory, renames it to its final name and
-//! fsyncs the table directory. Until the rename the part does not exist for readers or for
-//! a later open; after it the part is complete. Merges (`OPTIMIZE TABLE`) do the same with
-//! a part whose number range covers their inputs, then delete the inputs.
+//! fsyncs the table directory; then, under the table's commit lock, it writes the new
+//! manifest into `tmp_manifest_*`, fsyncs it, renames it over `manifest.txt` (the commit
+//! point) and fsyncs the table directory before acknowledging. A crash before the manifest
+//! rename leaves the old manifest: the new part, if already renamed, is detached at the
+//! next open. Merges (`OPTIMIZE TABLE`) do the same with a part whose number range covers
+//! their inputs, whose manifest drops the inputs; the input directories are deleted after
+//! the commit (or by the next open). `CREATE TABLE` writes `table.json` and an empty
+//! manifest into `tmp_create_*` and renames the directory into place.
 //!
 //! # Errors
 //!
@@ -116,9 +158,10 @@
 #![warn(missing_docs)]
 
 mod block;
+mod manifest;
 mod part;
 mod table;
 
 pub use block::Codec;
 pub use part::{FORMAT_VERSION, Part};
-pub use table::{DEFAULT_GRANULE_ROWS, DiskTable, PartIdKey, Store, TableOptions};
+pub use table::{DEFAULT_GRANULE_ROWS, DETACHED_DIR, DiskTable, PartIdKey, Store, TABLE_FORMAT_VERSION, TableOptions};

@@ -466,6 +466,11 @@ fn stats_of(mins: &ArrayRef, maxs: &ArrayRef) -> Stats {
     })
 }
 
+/// The table a part directory belongs to (its parent directory's name), for messages.
+fn table_of(dir: &Path) -> String {
+    dir.parent().and_then(|p| p.file_name()).map_or_else(|| "?".into(), |n| n.to_string_lossy().into_owned())
+}
+
 /// An open, verified part: column files mapped, marks, primary index and min/max in memory.
 #[derive(Debug)]
 pub struct Part {
@@ -474,6 +479,9 @@ pub struct Part {
     pub(crate) rows: usize,
     pub(crate) granule_rows: usize,
     pub(crate) granules: usize,
+    /// xxh3 of `checksums.txt` (which covers every other file): the part's identity in the
+    /// table manifest.
+    pub(crate) sums_hash: u64,
     schema: SchemaRef,
     maps: Vec<Mmap>,
     /// `marks[c][g]`: byte offset of the block holding granule `g` of column `c`, and the
@@ -488,7 +496,7 @@ pub struct Part {
 
 impl Part {
     fn corrupt(&self, file: &str, detail: String) -> Error {
-        Error::Corrupt { path: self.dir.join(file), detail: format!("part {}: {detail}", self.name) }
+        Error::Corrupt { path: self.dir.join(file), detail: format!("table {}: part {}: {detail}", table_of(&self.dir), self.name) }
     }
 
     /// Opens the part in `dir` (named `name`), verifying its checksums file, the checksums
@@ -499,7 +507,9 @@ impl Part {
     /// [`Error::Corrupt`] naming the file and what is wrong (missing file, wrong format
     /// version, bad checksum, truncated file); [`Error::Io`] for other I/O failures.
     pub(crate) fn open(dir: &Path, name: &str, schema: &SchemaRef) -> Result<Part> {
-        let corrupt = |file: &str, detail: String| Error::Corrupt { path: dir.join(file), detail: format!("part {name}: {detail}") };
+        let table = table_of(dir);
+        let corrupt =
+            |file: &str, detail: String| Error::Corrupt { path: dir.join(file), detail: format!("table {table}: part {name}: {detail}") };
         let read = |file: &str| -> Result<Vec<u8>> {
             let p = dir.join(file);
             std::fs::read(&p).map_err(|e| match e.kind() {
@@ -649,6 +659,7 @@ impl Part {
             rows: meta.rows,
             granule_rows: meta.granule_rows,
             granules: g,
+            sums_hash: xxhash_rust::xxh3::xxh3_64(&sums),
             schema: schema.clone(),
             maps,
             marks,

@@ -14,10 +14,24 @@ use serde::{Deserialize, Serialize};
 use tessera_common::{ColumnRange, ColumnSource, Error, PrunedSource, RangeValue, Result, Table, is_supported_type};
 
 use crate::block::Codec;
+use crate::manifest::{self, MANIFEST, Manifest};
 use crate::part::{self, GRANULES_PER_MORSEL, Layout, Part, Stats, parse_type, sync_dir, type_name, write_part, write_synced};
 
 /// Rows per granule unless a table says otherwise (ClickHouse's `index_granularity`).
 pub const DEFAULT_GRANULE_ROWS: usize = 8192;
+
+/// Version of the table directory format (`table.json`'s `format_version`) this build
+/// writes. Version 2 added `manifest.txt`; a version 1 table is migrated at open (its
+/// part directories become the manifest's parts). The part format has its own version,
+/// [`crate::FORMAT_VERSION`].
+pub const TABLE_FORMAT_VERSION: u32 = 2;
+
+/// The table format version before the manifest: read and migrated at open.
+const TABLE_FORMAT_V1: u32 = 1;
+
+/// Subdirectory of a table directory for parts moved out of the table
+/// (`detached/unexpected_NAME`: a part directory the manifest does not list).
+pub const DETACHED_DIR: &str = "detached";
 
 /// How a table is stored: sort key, codecs, granule size.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -55,7 +69,7 @@ impl Default for TableOptions {
 }
 
 /// `table.json`: what a table directory holds besides its parts.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct TableMeta {
     format_version: u32,
     name: String,
@@ -73,10 +87,12 @@ struct PartId {
 }
 
 impl PartId {
+    /// Parses a part directory name; only the canonical spelling [`PartId::name`] writes
+    /// (so `1_1_0` is not the part `0000000001_0000000001_0`).
     fn parse(s: &str) -> Option<PartId> {
         let mut it = s.split('_');
         let id = PartId { min: it.next()?.parse().ok()?, max: it.next()?.parse().ok()?, level: it.next()?.parse().ok()? };
-        (it.next().is_none() && id.min <= id.max).then_some(id)
+        (it.next().is_none() && id.min <= id.max && id.name() == s).then_some(id)
     }
     fn name(&self) -> String {
         format!("{:010}_{:010}_{}", self.min, self.max, self.level)
@@ -84,6 +100,30 @@ impl PartId {
     fn covers(&self, o: &PartId) -> bool {
         self != o && self.min <= o.min && o.max <= self.max
     }
+    fn overlaps(&self, o: &PartId) -> bool {
+        self != o && self.min <= o.max && o.min <= self.max
+    }
+}
+
+/// The manifest's record of a part.
+fn entry(id: PartId, p: &Part) -> manifest::Entry {
+    manifest::Entry { name: id.name(), rows: p.rows, sums_hash: p.sums_hash }
+}
+
+/// Moves part directory `name` of table directory `dir` to `dir/detached/REASON_NAME`
+/// (`_tryN` appended if taken) and fsyncs `detached/`; returns the new path.
+fn detach(dir: &Path, name: &str, reason: &str) -> Result<PathBuf> {
+    let d = dir.join(DETACHED_DIR);
+    std::fs::create_dir_all(&d).map_err(io(&d))?;
+    let mut dest = d.join(format!("{reason}_{name}"));
+    let mut i = 1;
+    while dest.exists() {
+        dest = d.join(format!("{reason}_{name}_try{i}"));
+        i += 1;
+    }
+    std::fs::rename(dir.join(name), &dest).map_err(io(&dest))?;
+    sync_dir(&d)?;
+    Ok(dest)
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
@@ -127,6 +167,10 @@ pub struct DiskTable {
     /// (granules kept, granules in the snapshot) of the last pruned read, for tests and
     /// benchmarks.
     last_prune: Mutex<Option<(usize, usize)>>,
+    /// xxh3 of `table.json`, recorded in every manifest.
+    table_hash: u64,
+    /// What the last open changed or found (parts moved to `detached/`, a migration).
+    warnings: Vec<String>,
 }
 
 /// The committed parts with their identities, ordered by insert number.
@@ -140,98 +184,286 @@ impl DiskTable {
     fn create(dir: &Path, name: &str, schema: SchemaRef, options: TableOptions) -> Result<DiskTable> {
         let layout = layout_of(name, &schema, &options)?;
         let meta = TableMeta {
-            format_version: part::FORMAT_VERSION,
+            format_version: TABLE_FORMAT_VERSION,
             name: name.to_string(),
             columns: columns_meta(&schema, &layout),
             options: options.clone(),
         };
         let json = serde_json::to_vec_pretty(&meta).map_err(|e| Error::internal(format!("table.json: {e}")))?;
+        let table_hash = xxhash_rust::xxh3::xxh3_64(&json);
         let parent = dir.parent().ok_or_else(|| Error::internal("table dir has no parent"))?;
         let tmp = parent.join(tmp_name("create"));
         std::fs::create_dir(&tmp).map_err(io(&tmp))?;
-        write_synced(&tmp.join("table.json"), &json)?;
-        sync_dir(&tmp)?;
-        std::fs::rename(&tmp, dir).map_err(io(dir))?;
+        let written = write_synced(&tmp.join("table.json"), &json)
+            .and_then(|()| manifest::write(&tmp, &tmp_name("manifest"), &Manifest { table_hash, parts: vec![] }))
+            .and_then(|()| std::fs::rename(&tmp, dir).map_err(io(dir)));
+        if let Err(e) = written {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(e);
+        }
         sync_dir(parent)?;
-        Ok(DiskTable::new(name, dir, schema, options, layout, vec![], 1))
+        Ok(DiskTable { table_hash, ..DiskTable::new(name, dir, schema, options, layout) })
     }
 
-    fn new(
-        name: &str,
-        dir: &Path,
-        schema: SchemaRef,
-        options: TableOptions,
-        layout: Layout,
-        parts: Vec<(PartIdKey, Arc<Part>)>,
-        next: u64,
-    ) -> DiskTable {
+    /// A table with the given identity; `parts` ordered by insert number, `next` the next
+    /// insert number.
+    fn new(name: &str, dir: &Path, schema: SchemaRef, options: TableOptions, layout: Layout) -> DiskTable {
         DiskTable {
             name: name.to_string(),
             dir: dir.to_path_buf(),
             schema,
             options,
             layout,
-            parts: RwLock::new(Arc::new(parts)),
-            commit: Mutex::new(next),
+            parts: RwLock::new(Arc::new(Vec::new())),
+            commit: Mutex::new(1),
             merging: Mutex::new(()),
             last_prune: Mutex::new(None),
+            table_hash: 0,
+            warnings: Vec::new(),
         }
     }
 
-    /// Opens the table in `dir`: removes leftover temporary parts (crashed inserts or
-    /// merges) and parts covered by a merged part (a merge that crashed before deleting its
-    /// inputs), then opens and verifies every part.
+    /// Opens the table in `dir` and verifies it against its manifest:
+    ///
+    /// 1. `table.json` must exist, parse, and hash to what `manifest.txt` records;
+    /// 2. every part the manifest lists must exist, verify ([`Part::open`]) and have the
+    ///    recorded row count and `checksums.txt` hash;
+    /// 3. only then is the directory cleaned: `tmp_*` leftovers of crashed inserts, merges
+    ///    and manifest writes are removed; unlisted parts covered by a listed part (inputs
+    ///    of a committed merge whose deletion a crash interrupted) are removed, with a
+    ///    warning; any other
+    ///    unlisted part (an insert or merge that crashed before its manifest write, or a
+    ///    directory copied in) holds no acknowledged rows and is moved to
+    ///    `detached/unexpected_NAME`, with a warning ([`DiskTable::open_warnings`]).
+    ///
+    /// A version 1 table (no manifest) is migrated: its uncovered parts are verified and
+    /// become the manifest, then `table.json` is rewritten as version 2.
     ///
     /// # Errors
-    /// [`Error::Corrupt`] for a bad `table.json` or part, [`Error::Io`].
+    /// [`Error::Corrupt`] naming the table and the file or part directory: missing or bad
+    /// `table.json` or `manifest.txt`, a listed part missing, damaged or replaced;
+    /// [`Error::Io`].
     fn open(dir: &Path) -> Result<DiskTable> {
+        let label = dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
         let tj = dir.join("table.json");
-        let bytes = std::fs::read(&tj).map_err(io(&tj))?;
+        let bytes = std::fs::read(&tj).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                Error::Corrupt { path: dir.to_path_buf(), detail: format!("table {label}: table.json is missing") }
+            }
+            _ => Error::Io { path: tj.clone(), source: e },
+        })?;
         let meta: TableMeta = serde_json::from_slice(&bytes)
-            .map_err(|e| Error::Corrupt { path: tj.clone(), detail: format!("bad JSON: {e}") })?;
-        if meta.format_version != part::FORMAT_VERSION {
-            return Err(Error::Corrupt {
-                path: tj,
-                detail: format!("unsupported format version {} (this build reads {})", meta.format_version, part::FORMAT_VERSION),
-            });
-        }
+            .map_err(|e| Error::Corrupt { path: tj.clone(), detail: format!("table {label}: bad JSON: {e}") })?;
+        let migrate = match meta.format_version {
+            TABLE_FORMAT_VERSION => false,
+            TABLE_FORMAT_V1 => true,
+            v => {
+                return Err(Error::Corrupt {
+                    path: tj,
+                    detail: format!(
+                        "table {label}: unsupported format version {v} (this build reads 1 and {TABLE_FORMAT_VERSION})"
+                    ),
+                });
+            }
+        };
+        // Messages name the table by its directory: table.json's own name may be damaged.
+        let table = label;
         let fields = meta
             .columns
             .iter()
             .map(|c| {
                 parse_type(&c.data_type).map(|t| Field::new(&c.name, t, c.nullable)).ok_or_else(|| Error::Corrupt {
                     path: tj.clone(),
-                    detail: format!("unknown type {} of column {}", c.data_type, c.name),
+                    detail: format!("table {table}: unknown type {} of column {}", c.data_type, c.name),
                 })
             })
             .collect::<Result<Vec<_>>>()?;
         let schema: SchemaRef = Arc::new(Schema::new(fields));
-        let layout = layout_of(&meta.name, &schema, &meta.options)?;
-        let mut ids = Vec::new();
+        let layout = layout_of(&meta.name, &schema, &meta.options).map_err(|e| Error::Corrupt {
+            path: tj.clone(),
+            detail: format!("table {table}: bad options: {e}"),
+        })?;
+        let mut found = Vec::new();
+        let mut leftovers = Vec::new();
         for e in std::fs::read_dir(dir).map_err(io(dir))? {
             let e = e.map_err(io(dir))?;
             let name = e.file_name().to_string_lossy().to_string();
             if name.starts_with("tmp_") {
-                let p = e.path();
-                std::fs::remove_dir_all(&p).or_else(|_| std::fs::remove_file(&p)).map_err(io(&p))?;
+                leftovers.push(e.path());
             } else if let Some(id) = PartId::parse(&name) {
-                ids.push(id);
+                found.push(id);
             }
         }
-        ids.sort();
-        let (covered, live): (Vec<PartId>, Vec<PartId>) =
-            ids.iter().partition(|id| ids.iter().any(|o| o.covers(id)));
-        for id in covered {
-            let p = dir.join(id.name());
-            std::fs::remove_dir_all(&p).map_err(io(&p))?;
-        }
-        let next = live.iter().map(|id| id.max + 1).max().unwrap_or(1);
+        found.sort();
+        // A version 1 table is rewritten as version 2: the manifest records that JSON's hash.
+        let json_v2 = match migrate {
+            true => Some(
+                serde_json::to_vec_pretty(&TableMeta { format_version: TABLE_FORMAT_VERSION, ..meta.clone() })
+                    .map_err(|e| Error::internal(format!("table.json: {e}")))?,
+            ),
+            false => None,
+        };
+        let table_hash = xxhash_rust::xxh3::xxh3_64(json_v2.as_deref().unwrap_or(&bytes));
+        let mpath = dir.join(MANIFEST);
+        // The active parts and what the manifest says of each. Without a manifest (version 1
+        // only) the part directories not covered by a merged part are the truth; a version 1
+        // table.json beside a manifest must be a migration a crash interrupted.
+        let (live, listed): (Vec<PartId>, Option<Manifest>) = match manifest::read(dir, &table)? {
+            None if migrate => (found.iter().filter(|id| !found.iter().any(|o| o.covers(id))).copied().collect(), None),
+            None => {
+                return Err(Error::Corrupt {
+                    path: mpath,
+                    detail: format!("table {table}: {MANIFEST} is missing ({} part directories present)", found.len()),
+                });
+            }
+            Some(m) => {
+                if m.table_hash != table_hash {
+                    return Err(Error::Corrupt {
+                        path: tj,
+                        detail: format!(
+                            "table {table}: table.json (format version {}) hashes to {table_hash:016x}, {MANIFEST} records {:016x} (table.json was modified)",
+                            meta.format_version, m.table_hash
+                        ),
+                    });
+                }
+                let mut ids = Vec::with_capacity(m.parts.len());
+                for e in &m.parts {
+                    let id = PartId::parse(&e.name).ok_or_else(|| Error::Corrupt {
+                        path: mpath.clone(),
+                        detail: format!("table {table}: bad part name {:?}", e.name),
+                    })?;
+                    if let Some(o) = ids.iter().find(|o: &&PartId| o.overlaps(&id)) {
+                        return Err(Error::Corrupt {
+                            path: mpath.clone(),
+                            detail: format!("table {table}: parts {} and {} overlap", o.name(), e.name),
+                        });
+                    }
+                    if !found.contains(&id) {
+                        return Err(Error::Corrupt {
+                            path: dir.join(&e.name),
+                            detail: format!(
+                                "table {table}: part {} ({} rows) is listed in {MANIFEST} but its directory is missing",
+                                e.name, e.rows
+                            ),
+                        });
+                    }
+                    ids.push(id);
+                }
+                ids.sort();
+                (ids, Some(m))
+            }
+        };
         let parts = live
             .par_iter()
-            .map(|id| Ok((PartIdKey(*id), Arc::new(Part::open(&dir.join(id.name()), &id.name(), &schema)?))))
+            .map(|id| {
+                let name = id.name();
+                let pdir = dir.join(&name);
+                let part = Part::open(&pdir, &name, &schema)?;
+                if let Some(e) = listed.as_ref().and_then(|m| m.parts.iter().find(|e| e.name == name)) {
+                    if e.sums_hash != part.sums_hash {
+                        return Err(Error::Corrupt {
+                            path: pdir.join("checksums.txt"),
+                            detail: format!(
+                                "table {table}: part {name}: checksums.txt hashes to {:016x}, {MANIFEST} records {:016x} (the part directory was replaced or modified)",
+                                part.sums_hash, e.sums_hash
+                            ),
+                        });
+                    }
+                    if e.rows != part.rows {
+                        return Err(Error::Corrupt {
+                            path: pdir.join("meta.json"),
+                            detail: format!("table {table}: part {name}: {} rows, {MANIFEST} records {}", part.rows, e.rows),
+                        });
+                    }
+                }
+                Ok((PartIdKey(*id), Arc::new(part)))
+            })
             .collect::<Result<Vec<_>>>()?;
+        // Verified: now clean up.
+        let mut warnings = Vec::new();
+        for p in leftovers {
+            std::fs::remove_dir_all(&p).or_else(|_| std::fs::remove_file(&p)).map_err(io(&p))?;
+        }
+        for id in found.iter().filter(|id| !live.contains(id)) {
+            let p = dir.join(id.name());
+            if let Some(by) = live.iter().find(|l| l.covers(id)) {
+                std::fs::remove_dir_all(&p).map_err(io(&p))?;
+                warnings.push(format!(
+                    "table {table}: removed part directory {}: not in {MANIFEST} and covered by part {} (an input of a committed merge whose deletion was interrupted)",
+                    id.name(),
+                    by.name()
+                ));
+            } else {
+                let to = detach(dir, &id.name(), "unexpected")?;
+                warnings.push(format!(
+                    "table {table}: part directory {} is not in {MANIFEST} (an insert or merge interrupted before its commit, or a copied directory); moved to {}",
+                    id.name(),
+                    to.display()
+                ));
+            }
+        }
+        if let Some(json) = json_v2 {
+            // Manifest first: a crash before table.json is replaced finds a version 1
+            // table.json beside a manifest recording the version 2 hash, and resumes here.
+            if listed.is_none() {
+                let m = Manifest { table_hash, parts: parts.iter().map(|(k, p)| entry(k.0, p)).collect() };
+                manifest::write(dir, &tmp_name("manifest"), &m)?;
+            }
+            let tmp = dir.join(tmp_name("table"));
+            write_synced(&tmp, &json)?;
+            std::fs::rename(&tmp, &tj).map_err(io(&tj))?;
+            warnings.push(format!("table {table}: migrated from table format 1 to {TABLE_FORMAT_VERSION} (wrote {MANIFEST})"));
+            let meta = TableMeta { format_version: TABLE_FORMAT_VERSION, ..meta };
+            return Self::opened(dir, meta, schema, layout, parts, table_hash, warnings);
+        }
+        Self::opened(dir, meta, schema, layout, parts, table_hash, warnings)
+    }
+
+    /// The table after [`DiskTable::open`]'s checks: fsyncs `dir` (removals and renames).
+    fn opened(
+        dir: &Path,
+        meta: TableMeta,
+        schema: SchemaRef,
+        layout: Layout,
+        parts: Vec<(PartIdKey, Arc<Part>)>,
+        table_hash: u64,
+        warnings: Vec<String>,
+    ) -> Result<DiskTable> {
         sync_dir(dir)?;
-        Ok(DiskTable::new(&meta.name, dir, schema, meta.options, layout, parts, next))
+        let next = parts.iter().map(|(k, _)| k.0.max + 1).max().unwrap_or(1);
+        Ok(DiskTable {
+            parts: RwLock::new(Arc::new(parts)),
+            commit: Mutex::new(next),
+            table_hash,
+            warnings,
+            ..DiskTable::new(&meta.name, dir, schema, meta.options, layout)
+        })
+    }
+
+    /// What the last open of this table did besides opening it: parts moved to
+    /// `detached/` (with the reason), a format migration. Empty for a clean open. The CLI
+    /// prints these to stderr.
+    pub fn open_warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// Names of the entries in `detached/` (`unexpected_NAME`...), sorted: parts moved out
+    /// of the table, never read by queries. Empty when there are none.
+    ///
+    /// # Errors
+    /// [`Error::Io`] reading the directory.
+    pub fn detached_parts(&self) -> Result<Vec<String>> {
+        let d = self.dir.join(DETACHED_DIR);
+        let entries = match std::fs::read_dir(&d) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(source) => return Err(Error::Io { path: d, source }),
+        };
+        let mut names = entries
+            .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()).map_err(io(&d)))
+            .collect::<Result<Vec<_>>>()?;
+        names.sort();
+        Ok(names)
     }
 
     /// The table name.
@@ -351,45 +583,62 @@ impl DiskTable {
             let _ = std::fs::remove_dir_all(&tmp);
             return Err(e);
         }
-        self.commit_part(&tmp, None, &[])
+        self.commit_part(&tmp, None)
     }
 
-    /// Renames the finished part in `tmp` into place under the commit lock and publishes
-    /// it: a new insert gets the next number; a merge (`merged = Some(id range)`) replaces
-    /// the parts it covers.
-    fn commit_part(&self, tmp: &Path, merged: Option<PartId>, _inputs: &[PartIdKey]) -> Result<()> {
+    /// Renames the finished part in `tmp` into place and commits it, under the commit
+    /// lock: a new insert gets the next number; a merge (`merged = Some(id range)`)
+    /// replaces the parts it covers. The commit point is the rename of the new manifest
+    /// over the old one; the table directory is fsynced before this returns `Ok`, then the
+    /// inputs of a merge are deleted.
+    ///
+    /// # Errors
+    /// [`Error::Io`]. Before the manifest rename the part is removed and nothing changed;
+    /// an error of the final directory fsync comes after the commit (the rows are visible
+    /// in this process, their durability unknown).
+    fn commit_part(&self, tmp: &Path, merged: Option<PartId>) -> Result<()> {
         let mut next = self.commit.lock().map_err(|_| Error::internal("commit lock poisoned"))?;
         let id = merged.unwrap_or(PartId { min: *next, max: *next, level: 0 });
         let dest = self.dir.join(id.name());
-        let opened = std::fs::rename(tmp, &dest)
-            .map_err(io(&dest))
-            .and_then(|_| sync_dir(&self.dir))
-            .and_then(|_| Part::open(&dest, &id.name(), &self.schema));
+        if let Err(e) = std::fs::rename(tmp, &dest) {
+            let _ = std::fs::remove_dir_all(tmp);
+            return Err(Error::Io { path: dest, source: e });
+        }
+        let opened = sync_dir(&self.dir).and_then(|_| Part::open(&dest, &id.name(), &self.schema));
         let part = match opened {
             Ok(p) => p,
             Err(e) => {
-                let _ = std::fs::remove_dir_all(tmp);
+                let _ = std::fs::remove_dir_all(&dest);
                 return Err(e);
             }
         };
+        // The commit lock serialises commits: the list cannot change until it is released.
+        let current = self.parts_now();
+        let mut list: Vec<(PartIdKey, Arc<Part>)> = current.iter().filter(|(k, _)| !id.covers(&k.0)).cloned().collect();
+        list.push((PartIdKey(id), Arc::new(part)));
+        list.sort_by_key(|(k, _)| k.0);
+        let removed: Vec<PartId> = current.iter().filter(|(k, _)| id.covers(&k.0)).map(|(k, _)| k.0).collect();
+        let m = Manifest { table_hash: self.table_hash, parts: list.iter().map(|(k, p)| entry(k.0, p)).collect() };
+        if let Err(e) = manifest::replace(&self.dir, &tmp_name("manifest"), &m) {
+            let _ = std::fs::remove_dir_all(&dest);
+            return Err(e);
+        }
+        // Committed.
         if merged.is_none() {
             *next += 1;
         }
-        let mut parts = self.parts.write().map_err(|_| Error::internal("parts lock poisoned"))?;
-        let mut list: Vec<(PartIdKey, Arc<Part>)> =
-            parts.iter().filter(|(k, _)| !id.covers(&k.0)).cloned().collect();
-        list.push((PartIdKey(id), Arc::new(part)));
-        list.sort_by_key(|(k, _)| k.0);
-        let removed: Vec<PartId> = parts.iter().filter(|(k, _)| id.covers(&k.0)).map(|(k, _)| k.0).collect();
-        *parts = Arc::new(list);
-        drop(parts);
+        *self.parts.write().map_err(|_| Error::internal("parts lock poisoned"))? = Arc::new(list);
+        let synced = sync_dir(&self.dir);
         drop(next);
-        // Readers holding the old parts keep their mappings; the directories can go.
-        for r in removed {
-            let p = self.dir.join(r.name());
-            let _ = std::fs::remove_dir_all(&p);
+        // Readers holding the old parts keep their mappings; the directories can go. A
+        // crash before this leaves them for the next open, which removes them (covered).
+        if synced.is_ok() {
+            for r in removed {
+                let p = self.dir.join(r.name());
+                let _ = std::fs::remove_dir_all(&p);
+            }
         }
-        Ok(())
+        synced
     }
 
     /// Merges all current parts into one (`OPTIMIZE TABLE`): the new part is written beside
@@ -423,8 +672,7 @@ impl DiskTable {
             let _ = std::fs::remove_dir_all(&tmp);
             return Err(e);
         }
-        let inputs: Vec<PartIdKey> = parts.iter().map(|(k, _)| *k).collect();
-        self.commit_part(&tmp, Some(id), &inputs)?;
+        self.commit_part(&tmp, Some(id))?;
         Ok(true)
     }
 
@@ -668,12 +916,27 @@ pub struct Store {
 
 impl Store {
     /// Opens (creating if missing) the database directory `dir` and every table in it,
-    /// cleaning up after crashed inserts and merges.
+    /// verifying each against its manifest and cleaning up after crashed inserts and
+    /// merges (see [`Store::warnings`] for parts moved aside).
     ///
     /// # Errors
-    /// [`Error::Io`], or [`Error::Corrupt`] naming the first damaged file.
+    /// [`Error::Io`], or [`Error::Corrupt`] naming the table and the first damaged file or
+    /// missing part; a table directory that holds parts or a manifest but no `table.json`
+    /// is [`Error::Corrupt`] naming that directory.
     pub fn open(dir: &Path) -> Result<Store> {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
+        Store::open_existing(dir)
+    }
+
+    /// Like [`Store::open`], for a directory that must exist already (a read-only command
+    /// should not create an empty database from a typo).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] if `dir` is not an existing directory; as [`Store::open`].
+    pub fn open_existing(dir: &Path) -> Result<Store> {
+        if !dir.is_dir() {
+            return Err(Error::InvalidArgument(format!("database directory {} does not exist", dir.display())));
+        }
         let mut tables = BTreeMap::new();
         for e in std::fs::read_dir(dir).map_err(io(dir))? {
             let e = e.map_err(io(dir))?;
@@ -684,9 +947,33 @@ impl Store {
             } else if p.join("table.json").is_file() {
                 let t = DiskTable::open(&p)?;
                 tables.insert(t.name.to_ascii_lowercase(), Arc::new(t));
+            } else if p.is_dir() {
+                // A table directory that lost its table.json still holds data: refuse to
+                // pretend the table does not exist.
+                let parts = std::fs::read_dir(&p)
+                    .map_err(io(&p))?
+                    .filter_map(|e| e.ok())
+                    .filter(|e| PartId::parse(&e.file_name().to_string_lossy()).is_some())
+                    .count();
+                let has_manifest = p.join(MANIFEST).exists();
+                if parts > 0 || has_manifest {
+                    return Err(Error::Corrupt {
+                        path: p.clone(),
+                        detail: format!(
+                            "table {name}: table.json is missing (or not a file), but the directory holds {parts} part(s){}",
+                            if has_manifest { format!(" and {MANIFEST}") } else { String::new() }
+                        ),
+                    });
+                }
             }
         }
         Ok(Store { dir: dir.to_path_buf(), tables: RwLock::new(tables) })
+    }
+
+    /// The open warnings of every table ([`DiskTable::open_warnings`]): parts moved to
+    /// `detached/`, migrations. Empty after a clean open.
+    pub fn warnings(&self) -> Vec<String> {
+        self.tables.read().map(|t| t.values().flat_map(|t| t.open_warnings().to_vec()).collect()).unwrap_or_default()
     }
 
     /// The directory.

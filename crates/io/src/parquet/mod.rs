@@ -98,7 +98,8 @@ pub(crate) enum LoadGranularity {
 ///   converted to.
 /// * [`Error::NotImplemented`] naming the column and type for a file type without mapping
 ///   (nested, Boolean, Decimal, Time...).
-/// * [`Error::InvalidArgument`] if `target` has a type Tessera does not execute on.
+/// * [`Error::InvalidArgument`] if `target` has a type Tessera does not execute on, or the
+///   file has no columns.
 pub fn open_parquet(name: &str, path: &Path, target: Option<SchemaRef>) -> Result<Table> {
     let source = ParquetSource::open(path, target.as_deref())?;
     let schema = Arc::clone(source.schema());
@@ -158,6 +159,12 @@ impl ParquetSource {
         )?;
 
         let file_schema = metadata.schema();
+        if file_schema.fields().is_empty() {
+            return Err(Error::InvalidArgument(format!(
+                "{}: the Parquet file has no columns; a table needs at least one",
+                path.display()
+            )));
+        }
         if let Some(target) = target {
             check_target(path, file_schema, target)?;
         }

@@ -502,6 +502,24 @@ fn empty_file_has_no_chunks() {
     assert!(t.columns(&[0]).unwrap()[0].is_empty());
 }
 
+/// A valid Parquet file without columns cannot be a table: a typed error at open, not an
+/// internal error when a query expands `*`.
+#[test]
+fn file_without_columns_is_an_invalid_argument() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nocols.parquet");
+    let schema = Arc::new(arrow::datatypes::Schema::empty());
+    let file = File::create(&path).unwrap();
+    let w = ArrowWriter::try_new(file, schema, None).unwrap();
+    w.close().unwrap();
+    match open_parquet("t", &path, None) {
+        Err(Error::InvalidArgument(m)) => {
+            assert!(m.contains("nocols.parquet") && m.contains("no columns"), "{m}")
+        }
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    }
+}
+
 #[test]
 fn file_errors() {
     let dir = tempfile::tempdir().unwrap();

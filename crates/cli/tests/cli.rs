@@ -1,0 +1,172 @@
+//! The `tessera` binary on bad input and damaged databases: typed errors with their exit
+//! codes (2 bad argument, 1 data error), warnings on stderr, output formats end to end.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::Schema;
+
+fn tessera(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tessera")).args(args).output().expect("run tessera")
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().expect("exit code")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Writes a Parquet file of the given columns.
+fn parquet(path: &Path, cols: Vec<(&str, ArrayRef)>) {
+    let batch = if cols.is_empty() {
+        RecordBatch::new_empty(Arc::new(Schema::empty()))
+    } else {
+        RecordBatch::try_from_iter(cols).unwrap()
+    };
+    let file = std::fs::File::create(path).unwrap();
+    let mut w = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+    if batch.num_columns() > 0 {
+        w.write(&batch).unwrap();
+    }
+    w.close().unwrap();
+}
+
+fn three_columns(path: &Path, n: i64) {
+    parquet(
+        path,
+        vec![
+            ("a", Arc::new(Int64Array::from((0..n).collect::<Vec<_>>())) as ArrayRef),
+            ("b", Arc::new(StringArray::from((0..n).map(|i| format!("b{i}")).collect::<Vec<_>>())) as ArrayRef),
+            ("c", Arc::new(Int64Array::from((0..n).map(|i| i * 2).collect::<Vec<_>>())) as ArrayRef),
+        ],
+    );
+}
+
+#[test]
+fn query_on_a_missing_db_directory_is_an_error_and_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("no/such/dir");
+    let o = tessera(&["query", "--db", db.to_str().unwrap(), "SELECT COUNT(*) FROM t"]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(stderr(&o).contains("does not exist"), "{}", stderr(&o));
+    assert!(!dir.path().join("no").exists());
+    let o = tessera(&["bench", "--db", db.to_str().unwrap(), "--queries", "1", "--runs", "1"]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(!dir.path().join("no").exists());
+}
+
+#[test]
+fn load_into_an_existing_table_from_a_file_with_fewer_columns_names_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, full, fewer) = (dir.path().join("db"), dir.path().join("full.parquet"), dir.path().join("fewer.parquet"));
+    three_columns(&full, 100);
+    parquet(&fewer, vec![("a", Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef)]);
+    let o = tessera(&["load", "--db", db.to_str().unwrap(), "e", full.to_str().unwrap()]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let o = tessera(&["load", "--db", db.to_str().unwrap(), "e", fewer.to_str().unwrap()]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("invalid argument") && e.contains("lacks the table's column(s) b, c"), "{e}");
+    // The same columns in another order load (matched by name).
+    let reordered = dir.path().join("reordered.parquet");
+    parquet(
+        &reordered,
+        vec![
+            ("c", Arc::new(Int64Array::from(vec![10])) as ArrayRef),
+            ("a", Arc::new(Int64Array::from(vec![5])) as ArrayRef),
+            ("b", Arc::new(StringArray::from(vec!["x"])) as ArrayRef),
+        ],
+    );
+    let o = tessera(&["load", "--db", db.to_str().unwrap(), "e", reordered.to_str().unwrap()]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let o = tessera(&["query", "--db", db.to_str().unwrap(), "--format", "csv", "SELECT b, c FROM e WHERE a = 5"]);
+    assert_eq!(stdout(&o), "b,c\nb5,10\nx,10\n", "{}", stderr(&o));
+}
+
+#[test]
+fn zero_column_parquet_is_a_typed_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("nocols.parquet");
+    parquet(&f, vec![]);
+    let spec = format!("t={}", f.display());
+    let o = tessera(&["query", "--load", &spec, "SELECT * FROM t"]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(stderr(&o).contains("no columns"), "{}", stderr(&o));
+}
+
+#[test]
+fn repeated_load_of_one_table_name_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.parquet"), dir.path().join("b.parquet"));
+    three_columns(&a, 10);
+    three_columns(&b, 20);
+    let (sa, sb) = (format!("t={}", a.display()), format!("T={}", b.display()));
+    let o = tessera(&["query", "--load", &sa, "--load", &sb, "SELECT COUNT(*) FROM t"]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(stderr(&o).contains("loaded twice"), "{}", stderr(&o));
+}
+
+#[test]
+fn damaged_database_is_refused_and_copied_parts_are_detached_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, f) = (dir.path().join("db"), dir.path().join("f.parquet"));
+    three_columns(&f, 2000);
+    for _ in 0..2 {
+        let o = tessera(&["load", "--db", db.to_str().unwrap(), "e", f.to_str().unwrap()]);
+        assert_eq!(code(&o), 0, "{}", stderr(&o));
+    }
+    let q = |format: &str| tessera(&["query", "--db", db.to_str().unwrap(), "--format", format, "SELECT COUNT(*) AS n FROM e"]);
+    assert_eq!(stdout(&q("csv")), "n\n4000\n");
+    // A copy of a part under another part name: detached, not counted, a warning.
+    let t = db.join("e");
+    let copy = t.join("0000000005_0000000005_0");
+    std::fs::create_dir(&copy).unwrap();
+    for e in std::fs::read_dir(t.join("0000000001_0000000001_0")).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), copy.join(e.file_name())).unwrap();
+    }
+    let o = q("csv");
+    assert_eq!((code(&o), stdout(&o).as_str()), (0, "n\n4000\n"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("warning: table e: part directory 0000000005_0000000005_0 is not in manifest.txt"), "{}", stderr(&o));
+    assert!(t.join("detached/unexpected_0000000005_0000000005_0").is_dir());
+    // A deleted part: refused, naming the table and the part; exit 1.
+    std::fs::remove_dir_all(t.join("0000000001_0000000001_0")).unwrap();
+    let o = q("csv");
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("table e: part 0000000001_0000000001_0 (2000 rows) is listed in manifest.txt but its directory is missing"), "{e}");
+    assert_eq!(stdout(&o), "");
+    // A deleted table.json: corrupt, naming the directory (not "unknown table").
+    std::fs::remove_file(t.join("table.json")).unwrap();
+    let o = q("csv");
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    assert!(stderr(&o).contains("table.json is missing"), "{}", stderr(&o));
+}
+
+#[test]
+fn csv_and_json_tell_null_from_empty_string_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let db = db.to_str().unwrap();
+    for sql in [
+        "CREATE TABLE x (k INT NOT NULL, s TEXT) ENGINE = MergeTree ORDER BY (k)",
+        "INSERT INTO x VALUES (1, ''), (2, NULL), (3, 'a,b')",
+    ] {
+        let o = tessera(&["query", "--db", db, sql]);
+        assert_eq!(code(&o), 0, "{sql}: {}", stderr(&o));
+    }
+    let o = tessera(&["query", "--db", db, "--format", "csv", "SELECT k, s FROM x ORDER BY k"]);
+    assert_eq!(stdout(&o), "k,s\n1,\"\"\n2,\n3,\"a,b\"\n", "{}", stderr(&o));
+    let o = tessera(&["query", "--db", db, "--format", "json", "SELECT k, s FROM x ORDER BY k"]);
+    assert_eq!(stdout(&o), "[{\"k\":1,\"s\":\"\"},{\"k\":2,\"s\":null},{\"k\":3,\"s\":\"a,b\"}]\n", "{}", stderr(&o));
+    let o = tessera(&["query", "--db", db, "--format", "tsv", "SELECT k, s FROM x ORDER BY k"]);
+    assert_eq!(stdout(&o), "k\ts\n1\t\n2\t\\N\n3\ta,b\n", "{}", stderr(&o));
+}
