@@ -8,6 +8,7 @@ mod output;
 mod throughput;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -233,11 +234,23 @@ pub(crate) fn load_table(db: &Database, name: &str, path: &Path) -> Result<()> {
         return Err(Error::InvalidArgument(format!("{} is a directory, not a Parquet file", path.display())));
     }
     db.register_parquet(name, path)?;
-    let is_hits_file = db
-        .table(name)
-        .is_some_and(|t| hits.fields().iter().all(|f| t.column_index(f.name()).is_some()));
-    if is_hits_file {
-        db.register_parquet_with_schema(name, path, hits)?;
+    // ClickBench's files store EventTime as Int64 seconds, EventDate as UInt16 days, strings
+    // as bare BINARY: every column named like a hits column gets the official type of
+    // create.sql, column by column (a file with a subset of the columns too). Where a column
+    // cannot take that type, the file keeps its own types.
+    let Some(table) = db.table(name) else { return Ok(()) };
+    let fields: Vec<arrow::datatypes::FieldRef> = table
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| match hits.fields().iter().find(|h| h.name().eq_ignore_ascii_case(f.name())) {
+            Some(h) => Arc::new(f.as_ref().clone().with_data_type(h.data_type().clone())),
+            None => f.clone(),
+        })
+        .collect();
+    let target = Arc::new(arrow::datatypes::Schema::new(fields));
+    if target.as_ref() != table.schema().as_ref() && db.register_parquet_with_schema(name, path, target.clone()).is_err() {
+        db.register_parquet(name, path)?;
     }
     Ok(())
 }

@@ -170,3 +170,22 @@ fn csv_and_json_tell_null_from_empty_string_end_to_end() {
     let o = tessera(&["query", "--db", db, "--format", "tsv", "SELECT k, s FROM x ORDER BY k"]);
     assert_eq!(stdout(&o), "k\ts\n1\t\n2\t\\N\n3\ta,b\n", "{}", stderr(&o));
 }
+
+/// A Parquet file with only some of the hits columns gets the official types column by
+/// column: EventTime stored as Int64 seconds becomes a timestamp, so `toMinute` works.
+#[test]
+fn subset_of_hits_columns_gets_the_hits_types() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("sub.parquet");
+    parquet(
+        &f,
+        vec![
+            ("EventTime", Arc::new(Int64Array::from(vec![1_373_600_000 + 61, 1_373_600_000 + 125])) as ArrayRef),
+            ("Extra", Arc::new(Int64Array::from(vec![7, 8])) as ArrayRef),
+        ],
+    );
+    let load = format!("hits={}", f.display());
+    let o = tessera(&["query", "--load", &load, "--format", "csv", "SELECT toMinute(EventTime) AS m, Extra FROM hits ORDER BY m"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(stdout(&o), "m,Extra\n34,7\n35,8\n");
+}

@@ -199,7 +199,8 @@ impl Database {
     /// days).
     ///
     /// # Errors
-    /// As [`Database::register_parquet`], plus [`Error::Corrupt`] for a missing target column.
+    /// As [`Database::register_parquet`], plus [`Error::InvalidArgument`] for a target column
+    /// the file lacks.
     pub fn register_parquet_with_schema(&self, name: &str, path: &Path, target: SchemaRef) -> Result<()> {
         self.register_table(tessera_io::open_parquet(name, path, Some(target))?);
         Ok(())

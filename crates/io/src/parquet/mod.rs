@@ -93,8 +93,10 @@ pub(crate) enum LoadGranularity {
 ///
 /// # Errors
 /// * [`Error::Io`] if the file cannot be opened (missing, no permission).
-/// * [`Error::Corrupt`] if it is not a Parquet file or its footer is bad, if `target` names
-///   a column the file lacks (`"missing column X"`) or a type the file column cannot be
+/// * [`Error::InvalidArgument`] if `target` names a column the file lacks (naming the
+///   file's and the schema's columns).
+/// * [`Error::Corrupt`] if it is not a Parquet file or its footer is bad, or `target` names
+///   a type the file column cannot be
 ///   converted to.
 /// * [`Error::NotImplemented`] naming the column and type for a file type without mapping
 ///   (nested, Boolean, Decimal, Time...).
@@ -468,7 +470,14 @@ fn check_target(path: &Path, file_schema: &Schema, target: &Schema) -> Result<()
             )));
         }
         if find_field(file_schema, t.name()).is_none() {
-            return Err(corrupt(path, format!("missing column {}", t.name())));
+            let names = |s: &Schema| s.fields().iter().map(|f| f.name().as_str()).collect::<Vec<_>>().join(", ");
+            return Err(Error::InvalidArgument(format!(
+                "{}: no column {} (the file has: {}; the schema asks for: {})",
+                path.display(),
+                t.name(),
+                names(file_schema),
+                names(target)
+            )));
         }
     }
     Ok(())
