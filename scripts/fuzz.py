@@ -1233,6 +1233,10 @@ def run_one(q, worker, duck):
                 return ("expected-error", kind, tsql, dsql)
             if q["cat"] == "malformed" and kind in ("UnknownColumn", "UnknownTable", "TypeMismatch", "NotImplemented", "InvalidArgument"):
                 return ("expected-error", kind, tsql, dsql)
+            # The query the construct was added to may fail first, for its own reason.
+            base = worker.query(render(dict(q, extra=None), duck=False))
+            if not base["ok"] and base.get("kind") == kind:
+                return ("expected-error", kind, tsql, dsql)
             return ("wrong-error-kind", f"{kind} (expected {'/'.join(exp)}): {t['msg'][:300]}", tsql, dsql)
         if d["ok"]:
             return ("tessera-error", f"{kind}: {t['msg'][:300]}", tsql, dsql)
@@ -1397,9 +1401,13 @@ def shrink(q, outcome, detail, worker, duck, budget_s):
     return best, steps
 
 
-def shape(sql):
-    """The shape of a query: literals, numbers and aliases replaced, for grouping failures."""
+def shape(sql, table=None):
+    """The shape of a query: literals, numbers and aliases replaced, columns replaced by
+    their types, for grouping failures."""
     s = re.sub(r"'(?:[^']|'')*'", "'?'", sql)
+    if table in SCHEMA:
+        types = {c.name: c.ttype for c in SCHEMA[table]}
+        s = re.sub(r"\b[A-Za-z_][A-Za-z0-9_]*\b", lambda m: f"<{types[m.group(0)]}>" if m.group(0) in types else m.group(0), s)
     s = re.sub(r"\b\d+(\.\d+)?(e[+-]?\d+)?\b", "N", s)
     s = re.sub(r"\ba\d+\b", "alias", s)
     s = re.sub(r"SETTINGS .*", "", s)
@@ -1526,7 +1534,7 @@ def run(args, tmp, t0):
                     rec.update(small_sql=t2, small_duck_sql=dd2, small_detail=d2, shrink_steps=steps)
             failures.append(rec)
             if "small_sql" in rec:
-                cl = classes.setdefault((outcome, shape(rec["small_sql"])), {"count": 0, "example": rec})
+                cl = classes.setdefault((outcome, shape(rec["small_sql"], q["table"])), {"count": 0, "example": rec})
                 cl["count"] += 1
             else:
                 unshrunk[outcome] += 1
