@@ -236,12 +236,14 @@ def canon(v):
     """A sort key under which eq-equal values sort together (floats rounded)."""
     if v is None:
         return (0, 0)
+    if isinstance(v, int) and not isinstance(v, bool):
+        return (2, v)  # exact: rounding would merge distinct integers and misalign rows
     if num(v):
         f = float(v)
         if math.isnan(f):
             return (1, 0)
         if f == 0:
-            return (2, 0.0)
+            return (2, 0)
         return (2, float(f"{f:.6g}"))
     if isinstance(v, tuple):
         return (3, v[0], str(v[1]))
