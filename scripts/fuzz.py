@@ -742,7 +742,7 @@ def run(args, tmp, t0):
 def summary_counts(c):
     keys = ["equal", "mismatch", "tessera-error", "duckdb-error", "both-error", "expected-error",
             "wrong-error-kind", "accepted-invalid", "crash", "panic", "internal", "hang",
-            "worker-bad-answer", "allow-listed"]
+            "worker-bad-answer", "unchecked", "allow-listed"]
     return ", ".join(f"{k} {c[k]}" for k in keys)
 
 
