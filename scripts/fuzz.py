@@ -300,7 +300,7 @@ def compare_plan(q):
             idx.append(found[0])
         else:
             hidden = True
-    if set(range(n_vis)) <= set(idx):
+    if hidden and set(range(n_vis)) <= set(idx):
         return ("rows", None)
     if not hidden:
         seen = []
@@ -336,7 +336,16 @@ def compare(q, trows, drows, duck_full=None):
             if not row_eq(x, y):
                 return f"row {i}: {show(x)} vs DuckDB {show(y)}"
         return None
-    # runs
+    # runs. Keys after a float key are not checked: float keys equal within the tolerance
+    # are ties here, while the engines may see them apart (AVG's last bit) and order the
+    # rows by the next key.
+    cut = []
+    for i in keys:
+        cut.append(i)
+        if any(isinstance(r[i], float) for r in trows + drows):
+            break
+    keys = cut
+
     def kk(r):
         return [r[i] for i in keys]
     for i, (x, y) in enumerate(zip(trows, drows)):
@@ -446,9 +455,34 @@ def run_one(q, worker, duck):
             sorted(trows, key=lambda r: [canon(v) for v in r]), sorted(drows, key=lambda r: [canon(v) for v in r])),
             tsql, dsql)
     diff = compare(q, trows, drows, full)
+    if diff is not None and compare_plan(q)[0] in ("rows", "count"):
+        # Hidden ORDER BY keys: a float key (AVG, a float column) whose values differ in
+        # the last bits, or are tied in one engine and not in the other, may legitimately
+        # order rows differently. Judge again with the hidden keys shown, where keys within
+        # the tolerance count as ties.
+        q2 = expose_hidden(q)
+        worker.send(render(q2, duck=False))
+        d2 = duck.query(render(q2, duck=True))
+        t2 = worker.receive()
+        if t2["ok"] and d2["ok"]:
+            t2rows = [[norm_tessera(v, ty) for v, ty in zip(r, t2["types"])] for r in t2["rows"]]
+            d2rows = [[norm_duck(v) for v in r] for r in d2["rows"]]
+            if compare(q2, t2rows, d2rows) is None:
+                diff = None
     if diff is None:
         return ("equal", "", tsql, dsql)
     return ("mismatch", diff, tsql, dsql)
+
+
+def expose_hidden(q):
+    """`q` with its hidden ORDER BY keys added to the SELECT list (same order, same rows)."""
+    q2 = copy.deepcopy(q)
+    for o in q2.get("order", []):
+        ref = o["ref"]
+        if ref[0] == "expr" and all(it["expr"] != ref[1] for it in q2["items"]):
+            q2["items"].append({"expr": ref[1], "alias": None})
+    q2["star"] = False
+    return q2
 
 
 # ---------------------------------------------------------------------------------------
