@@ -11,8 +11,10 @@ if ! python3 -c 'import duckdb' 2>/dev/null; then
   echo "fuzz: needs DuckDB for Python: python3 -m pip install duckdb" >&2
   exit 2
 fi
-cargo build --release -q -p tessera --example sql_worker
-cargo build --release -q -p tessera-cli
+# The same build as README's test command (`cargo test --workspace --release`), which also
+# builds the examples and the CLI: one feature set, so after the tests this is a no-op
+# instead of a second build of arrow/parquet with other features.
+cargo test --workspace --release --no-run -q 2>/dev/null || cargo test --workspace --release --no-run
 target_dir="${CARGO_TARGET_DIR:-target}"
 exec python3 scripts/fuzz.py --worker "$target_dir/release/examples/sql_worker" \
   --tessera "$target_dir/release/tessera" "$@"

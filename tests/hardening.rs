@@ -193,6 +193,10 @@ fn bad_sql_gets_typed_errors() {
     float_table(&db);
     assert!(matches!(db.sql("SELECT FROM f"), Err(Error::Parse(_))), "{:?}", db.sql("SELECT FROM f"));
     assert!(matches!(db.sql(r"SELECT k FROM f WHERE x = 'a\xZZ'"), Err(Error::Parse(_))));
+    // Reserved words the parser would take as aliases hide typos.
+    assert!(matches!(db.sql("SELECT k BY FROM f"), Err(Error::Parse(_))));
+    assert!(matches!(db.sql("SELECT COUNT(*) FROM f NOT WHERE k = 1"), Err(Error::Parse(_))));
+    assert_eq!(one(&db, r#"SELECT k AS "by" FROM f WHERE g = 3 ORDER BY 1"#).schema().field(0).name(), "by");
 }
 
 /// Many groups tie on the ORDER BY key at the LIMIT boundary: the answer must not depend on
@@ -254,4 +258,19 @@ fn serialized_keys_count_against_max_memory_usage() {
     assert!(unlimited.1.peak_memory_bytes > n * 6 * 16, "keys' heap counted: {}", unlimited.1.peak_memory_bytes);
     let limited = db.sql(&format!("{sql} SETTINGS max_memory_usage = 16000000"));
     assert!(matches!(limited, Err(Error::ResourcesExhausted(_))), "{:?}", limited.map(|b| b.len()));
+}
+
+/// `toMinute` of a NULL timestamp is NULL in a scan's output (it was the minute of the slot's
+/// arbitrary value), on both scan paths.
+#[test]
+fn minute_of_null_timestamp_is_null() {
+    let db = Database::new();
+    let ts: ArrayRef = Arc::new(TimestampSecondArray::from(vec![Some(1_373_600_061), None, Some(1_373_600_125)]));
+    let k: ArrayRef = Arc::new(Int32Array::from(vec![1, 2, 3]));
+    register(&db, "t", vec![("ts", ts), ("k", k)], 2);
+    for lazy in [0, 1] {
+        let b = one(&db, &format!("SELECT toMinute(ts) AS m, k FROM t ORDER BY k LIMIT 3 SETTINGS query_plan_optimize_lazy_materialization = {lazy}"));
+        assert_eq!(strs(&b, 0), vec!["34", "NULL", "35"]);
+    }
+    assert_eq!(strs(&one(&db, "SELECT toMinute(ts) FROM t WHERE k = 2"), 0), vec!["NULL"]);
 }

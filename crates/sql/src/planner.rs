@@ -458,6 +458,9 @@ fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Table>>) -> R
     let (table, alias) = match select.from.as_slice() {
         [t] if t.joins.is_empty() => match &t.relation {
             TableFactor::Table { name, args: None, alias, .. } => {
+                if let Some(a) = alias {
+                    check_alias(&a.name)?;
+                }
                 let n = object_name(name);
                 (catalog(&n).ok_or(Error::UnknownTable(n))?, alias.as_ref().map(|a| a.name.value.clone()))
             }
@@ -474,6 +477,7 @@ fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Table>>) -> R
         match si {
             SelectItem::UnnamedExpr(e) => items.push((e.to_string(), ctx.item(e)?, None)),
             SelectItem::ExprWithAlias { expr, alias } => {
+                check_alias(alias)?;
                 items.push((alias.value.clone(), ctx.item(expr)?, Some(alias.value.clone())))
             }
             SelectItem::Wildcard(opts) => {
@@ -628,6 +632,20 @@ fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Table>>) -> R
         Plan::Scan(ScanPlan { table: table.clone(), filter, output, visible, order: OrderLimit { order_by, limit, offset } })
     };
     Ok(Statement::Query { plan, settings })
+}
+
+/// Refuses an unquoted alias that is a reserved word of a SELECT's clauses: the parser
+/// takes `SELECT c BY FROM t` or `FROM t NOT WHERE ..` as aliases `BY` and `NOT`, which
+/// hides a typo (DuckDB and ClickHouse reject both). Quoted (`"by"`) they are fine.
+fn check_alias(alias: &ast::Ident) -> Result<()> {
+    const RESERVED: &[&str] = &[
+        "AND", "AS", "BY", "FROM", "GROUP", "HAVING", "LIMIT", "NOT", "OFFSET", "OR", "ORDER", "SELECT", "SETTINGS",
+        "UNION", "WHERE",
+    ];
+    if alias.quote_style.is_none() && RESERVED.iter().any(|r| r.eq_ignore_ascii_case(&alias.value)) {
+        return Err(Error::Parse(format!("syntax error near {}: a reserved word cannot be an alias", alias.value)));
+    }
+    Ok(())
 }
 
 /// The SELECT item whose alias is the identifier `e`.
