@@ -64,14 +64,7 @@ fn run(
     }
     let schema: SchemaRef = Arc::new(Schema::new(fields));
     let chunk_lens = plan.table.chunk_lens();
-    let chunk_starts: Vec<u64> = chunk_lens
-        .iter()
-        .scan(0u64, |acc, &l| {
-            let start = *acc;
-            *acc += l as u64;
-            Some(start)
-        })
-        .collect();
+    let chunk_starts = chunk_starts(chunk_lens);
     let want = order.limit.map(|l| l.saturating_add(order.offset));
     let local = OrderLimit { order_by: order.order_by.clone(), limit: want, offset: 0 };
     let all_cols = schema.fields().len();
@@ -218,16 +211,7 @@ pub(crate) fn execute_late(
     let rows = rows.column(0).as_primitive::<UInt64Type>();
 
     // Phase 2: the visible columns of the morsels holding those rows.
-    let starts: Vec<u64> = plan
-        .table
-        .chunk_lens()
-        .iter()
-        .scan(0u64, |acc, &l| {
-            let s = *acc;
-            *acc += l as u64;
-            Some(s)
-        })
-        .collect();
+    let starts = chunk_starts(plan.table.chunk_lens());
     let located: Vec<(usize, usize)> = rows
         .values()
         .iter()
@@ -280,6 +264,18 @@ pub(crate) fn load_columns(table: &tessera_common::Table, used: &[usize]) -> Res
         cols[i] = Some(c);
     }
     Ok(cols)
+}
+
+/// The position in the table of each chunk's first row.
+fn chunk_starts(chunk_lens: &[usize]) -> Vec<u64> {
+    chunk_lens
+        .iter()
+        .scan(0u64, |acc, &l| {
+            let start = *acc;
+            *acc += l as u64;
+            Some(start)
+        })
+        .collect()
 }
 
 /// The value of `e` for rows whose column `e.column()` is `arr`.
