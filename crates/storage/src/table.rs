@@ -829,25 +829,15 @@ impl ColumnSource for Snapshot {
     /// Decodes the columns at `indices` for every morsel, (column, morsel) pairs in
     /// parallel on the rayon pool.
     fn load_columns(&self, indices: &[usize]) -> Result<Vec<Vec<ArrayRef>>> {
-        let tasks: Vec<(usize, usize)> =
-            indices.iter().flat_map(|&c| (0..self.morsels.len()).map(move |m| (c, m))).collect();
-        let arrays = tasks
-            .par_iter()
-            .map(|&(c, m)| {
-                let mo = self.morsels[m];
-                self.parts[mo.part].1.read_granules(c, mo.g0, mo.g1)
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let n = self.morsels.len();
-        let mut it = arrays.into_iter();
-        Ok(indices.iter().map(|_| it.by_ref().take(n).collect()).collect())
+        self.load_morsels(indices, &(0..self.morsels.len()).collect::<Vec<_>>())
     }
 
     fn reads_morsels(&self) -> bool {
         true
     }
 
-    /// Decodes only the granules of `morsels` (late materialization of a few rows).
+    /// Decodes only the granules of `morsels` (late materialization of a few rows), (column,
+    /// morsel) pairs in parallel on the rayon pool.
     fn load_morsels(&self, indices: &[usize], morsels: &[usize]) -> Result<Vec<Vec<ArrayRef>>> {
         if let Some(&bad) = morsels.iter().find(|&&m| m >= self.morsels.len()) {
             return Err(Error::internal(format!("morsel {bad} out of range")));
