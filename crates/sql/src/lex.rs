@@ -13,6 +13,12 @@ use sqlparser::parser::Parser;
 use sqlparser::tokenizer::{Token, Tokenizer};
 use tessera_common::{Error, Result};
 
+/// Nesting depth of the SQL parser (ClickHouse's `max_parser_depth` default): deeper input
+/// is a `Parse` error. `sqlparser` grows its stack as it recurses (its
+/// `recursive-protection` feature) and the planner and executor flatten AND/OR chains, so
+/// this depth stays well inside a 2 MiB thread stack.
+const MAX_PARSER_DEPTH: usize = 1000;
+
 /// Parses `sql` with the ClickHouse dialect, falling back to the generic one (the first
 /// dialect's error is reported when both fail).
 ///
@@ -41,7 +47,11 @@ fn parse_with(dialect: &dyn Dialect, sql: &str) -> Result<Vec<Statement>> {
             _ => {}
         }
     }
-    Parser::new(dialect).with_tokens_with_locations(tokens).parse_statements().map_err(|e| parse_err(&e))
+    Parser::new(dialect)
+        .with_recursion_limit(MAX_PARSER_DEPTH)
+        .with_tokens_with_locations(tokens)
+        .parse_statements()
+        .map_err(|e| parse_err(&e))
 }
 
 /// Decodes a raw string literal body (between its quotes) as ClickHouse's lexer does: a
