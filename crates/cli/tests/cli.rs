@@ -8,8 +8,21 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::Schema;
 
+/// Runs the `tessera` binary: directly, or through `TESSERA_TEST_RUNNER` (e.g.
+/// `qemu-aarch64 -L / -cpu max`, set by scripts/check-aarch64.sh) where it cannot be exec'd
+/// natively.
 fn tessera(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tessera")).args(args).output().expect("run tessera")
+    let exe = env!("CARGO_BIN_EXE_tessera");
+    let mut cmd = match std::env::var("TESSERA_TEST_RUNNER") {
+        Ok(r) if !r.trim().is_empty() => {
+            let mut parts = r.split_whitespace();
+            let mut c = Command::new(parts.next().expect("non-empty runner"));
+            c.args(parts).arg(exe);
+            c
+        }
+        _ => Command::new(exe),
+    };
+    cmd.args(args).output().expect("run tessera")
 }
 
 fn code(o: &Output) -> i32 {
