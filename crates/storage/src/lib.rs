@@ -159,6 +159,7 @@
 
 mod block;
 mod manifest;
+mod merge;
 mod part;
 mod table;
 

@@ -256,6 +256,33 @@ impl ParquetSource {
         &self.path
     }
 
+    /// Rows of each row group, in file order.
+    pub fn row_group_rows(&self) -> Vec<usize> {
+        self.row_group_chunks.iter().map(|c| c.iter().sum()).collect()
+    }
+
+    /// Decodes columns `indices` of the row groups `groups` only (a loader streams the
+    /// file this way, a block of row groups at a time): `result[i]` is column
+    /// `indices[i]` as the chunks of those row groups, in order; every column gets the
+    /// same chunk lengths. (Row group, column) pairs are decoded in parallel on the rayon
+    /// pool.
+    ///
+    /// # Errors
+    /// As [`ColumnSource::load_columns`]; [`Error::Internal`] for a row group out of range.
+    pub fn load_row_groups(
+        &self,
+        indices: &[usize],
+        groups: std::ops::Range<usize>,
+    ) -> Result<Vec<Vec<ArrayRef>>> {
+        if groups.end > self.row_group_chunks.len() {
+            return Err(Error::internal(format!(
+                "row groups {groups:?} out of range (0..{})",
+                self.row_group_chunks.len()
+            )));
+        }
+        self.load_groups(indices, groups)
+    }
+
     /// Forces a task granularity (tests and benchmarks).
     #[cfg(test)]
     pub(crate) fn with_granularity(mut self, granularity: LoadGranularity) -> Self {
@@ -376,6 +403,17 @@ impl ColumnSource for ParquetSource {
     /// on a bad page, a value out of the target type's range, or NULLs in a NOT NULL target
     /// column; [`Error::Internal`] for an index out of range.
     fn load_columns(&self, indices: &[usize]) -> Result<Vec<Vec<ArrayRef>>> {
+        self.load_groups(indices, 0..self.row_group_chunks.len())
+    }
+}
+
+impl ParquetSource {
+    /// [`ColumnSource::load_columns`] restricted to the row groups `groups` (in range).
+    fn load_groups(
+        &self,
+        indices: &[usize],
+        groups: std::ops::Range<usize>,
+    ) -> Result<Vec<Vec<ArrayRef>>> {
         let n = self.schema.fields().len();
         if let Some(bad) = indices.iter().find(|&&i| i >= n) {
             return Err(Error::internal(format!(
@@ -385,8 +423,7 @@ impl ColumnSource for ParquetSource {
         let mut wanted = indices.to_vec();
         wanted.sort_unstable();
         wanted.dedup();
-        let row_groups =
-            (0..self.row_group_chunks.len()).filter(|&g| !self.row_group_chunks[g].is_empty());
+        let row_groups = groups.filter(|&g| !self.row_group_chunks[g].is_empty());
         let tasks: Vec<(usize, Vec<usize>)> = match self.granularity {
             LoadGranularity::PerColumnChunk => row_groups
                 .flat_map(|g| wanted.iter().map(move |&c| (g, vec![c])))
