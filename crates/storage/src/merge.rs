@@ -124,6 +124,8 @@ impl Window {
             let g0 = self.end() / gr;
             let g1 = p.block_end(c, hi.div_ceil(gr) - 1);
             let new = p.read_granules(c, g0, g1)?;
+            // Decoded: the file pages of these blocks are not needed again.
+            p.release(c, g0, g1);
             // `end()` is a granule boundary (windows end where a read ended) and `lo <= end()`
             // (each batch continues where the last one stopped).
             let tail = self.arr.as_ref().filter(|_| lo < self.end()).map(|a| a.slice(lo - self.start, self.end() - lo));

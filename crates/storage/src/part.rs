@@ -835,6 +835,29 @@ impl Part {
         end
     }
 
+    /// Drops the pages of the blocks of column `c` from granule `g0`'s block up to (not
+    /// including) granule `g1`'s block (`g1 == granules`: to the end) from this process's
+    /// page tables, keeping them in the OS page cache. A merge reads each input part once,
+    /// front to back: without this the resident set grows by every input byte read through
+    /// the maps. Only a hint: errors are ignored.
+    pub(crate) fn release(&self, c: usize, g0: usize, g1: usize) {
+        let (map, marks) = (&self.maps[c], &self.marks[c]);
+        if g0 >= g1 || g0 >= self.granules {
+            return;
+        }
+        let start = marks[g0].0 as usize;
+        let end = if g1 < self.granules { marks[g1].0 as usize } else { map.len() };
+        if start < end && end <= map.len() {
+            // SAFETY: `map` is a read-only MAP_SHARED mapping of a file (`Mmap::map`), never
+            // written (see `Part::open`). For a shared file mapping MADV_DONTNEED only
+            // removes page-table entries: a later access faults the same file bytes back in
+            // from the page cache (madvise(2)), so slices borrowed from the map, here or in
+            // concurrent queries, keep reading the same bytes. memmap2 checks the range
+            // against the map and aligns its start down to a page.
+            let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start) };
+        }
+    }
+
     /// Decodes rows of granules `g0..g1` of column `c`, verifying every block read.
     ///
     /// # Errors
