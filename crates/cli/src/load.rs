@@ -111,6 +111,7 @@ fn open_input(args: &LoadArgs, is_hits: bool) -> Result<Input> {
     }
     let target = is_hits.then(tessera_datasets::hits::schema);
     let src = tessera_io::ParquetSource::open(&args.file, target.as_deref())?;
+    crate::warn_skipped(&args.file, src.skipped_columns());
     let lens = src.row_group_rows();
     Ok(Input {
         schema: src.schema().clone(),

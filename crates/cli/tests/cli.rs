@@ -296,3 +296,29 @@ fn corrupt_row_group_mid_stream_keeps_the_parts_committed_before_it() {
     assert!(!left.iter().any(|n| n.starts_with("tmp_")), "{left:?}");
     assert_eq!(left.len(), 5, "table.json, manifest.txt and 3 parts: {left:?}");
 }
+
+/// A Parquet column of a type Tessera lacks (Boolean) no longer refuses the file: it is
+/// left out with a warning naming it, queries over the other columns run, and a query
+/// naming it is an unknown column (exit 3).
+#[test]
+fn unsupported_parquet_column_is_left_out_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("b.parquet");
+    parquet(
+        &f,
+        vec![
+            ("a", Arc::new(Int64Array::from(vec![1, 2, 3])) as ArrayRef),
+            ("flag", Arc::new(arrow::array::BooleanArray::from(vec![true, false, true])) as ArrayRef),
+        ],
+    );
+    let spec = format!("t={}", f.display());
+    let o = tessera(&["query", "--load", &spec, "--format", "csv", "SELECT SUM(a) AS s FROM t"]);
+    assert_eq!((code(&o), stdout(&o).as_str()), (0, "s\n6\n"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("warning:") && stderr(&o).contains("flag (Boolean)"), "{}", stderr(&o));
+    let o = tessera(&["query", "--load", &spec, "SELECT flag FROM t"]);
+    assert_eq!(code(&o), 3, "{}", stderr(&o));
+    let db = dir.path().join("db");
+    let o = tessera(&["load", "--db", db.to_str().unwrap(), "t", f.to_str().unwrap()]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(stderr(&o).contains("flag (Boolean)"), "{}", stderr(&o));
+}
