@@ -1,11 +1,11 @@
 //! Writing parts from sorted or mergeable input without ever holding a whole column:
 //! [`write_sorted`] sorts one insert block (chunked columns) by the sort key and writes it
 //! as a part; [`merge_parts`] merges sorted parts into one with a k-way streaming merge
-//! (ClickHouse's `MergingSortedTransform`). Both hand the [`PartWriter`] batches of one
+//! (ClickHouse's `MergingSortedTransform`, in its vertical form). Both hand the [`PartWriter`] batches of one
 //! morsel of rows built with arrow's `interleave`, so no array grows past a morsel of
 //! rows however large a column is in all.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef};
 use arrow::compute::interleave;
@@ -89,7 +89,8 @@ pub(crate) fn write_sorted(
 struct Cursor {
     /// Next row of the part to output.
     pos: usize,
-    /// Sort keys of part rows `kstart..kstart + keys.num_rows()` (`None`: no sort key).
+    /// Sort keys of part rows `kstart..kstart + keys.num_rows()` (`None` before the first
+    /// read).
     keys: Option<Rows>,
     kstart: usize,
 }
@@ -141,31 +142,90 @@ impl Window {
 
 /// Merges `parts` (each sorted by `layout`'s sort key) into one part written into the empty
 /// directory `dir`: a k-way merge of the parts' rows by key, ties going to the earlier part
-/// (the order of `parts`) and then to the earlier row, so the merge is stable. Reads each
-/// part front to back, block by block: memory is bounded by (columns x parts x about one
-/// block) plus one morsel of output rows per column, whatever the table's size.
+/// (the order of `parts`) and then to the earlier row, so the merge is stable.
+///
+/// Vertical, like ClickHouse's vertical merge algorithm: first the sort-key columns alone
+/// are merged into the "row sources" (for each output row, the input part it comes from: 2
+/// bytes per row), then every column is written on its own by following them, columns in
+/// parallel on the rayon pool. Each input part is read front to back a block at a time,
+/// and the pages of decoded blocks are released, so memory is bounded by about (threads x
+/// parts x one block) plus one morsel of output per thread and the row sources, whatever
+/// the table's size.
 ///
 /// # Errors
 /// [`Error::Corrupt`] from reading a damaged part; [`Error::Io`]; [`Error::InvalidArgument`]
-/// for more than 2^32-1 rows in all.
+/// for more than 2^32-1 rows or 65,536 parts.
 pub(crate) fn merge_parts(dir: &std::path::Path, layout: &Layout, parts: &[Arc<Part>]) -> Result<()> {
     let total: usize = parts.iter().map(|p| p.rows).sum();
-    if total > u32::MAX as usize {
-        return Err(Error::InvalidArgument(format!("{total} rows in one part; at most 2^32-1")));
+    if total > u32::MAX as usize || parts.len() > 1 << 16 {
+        return Err(Error::InvalidArgument(format!(
+            "merge of {} parts, {total} rows: at most 65,536 parts and 2^32-1 rows",
+            parts.len()
+        )));
     }
-    let conv = match layout.sort_key.is_empty() {
-        true => None,
-        false => Some(RowConverter::new(
-            layout.sort_key.iter().map(|&k| SortField::new(layout.schema.field(k).data_type().clone())).collect(),
-        )?),
-    };
+    let sources = row_sources(layout, parts)?;
+    let k = parts.len();
+    let batch = batch_rows(layout).max(1);
+    let mut w = PartWriter::new(dir, layout)?;
+    w.write_columns(total, &|c, sink| {
+        let mut windows: Vec<Window> = (0..k).map(|_| Window::default()).collect();
+        let mut pos = vec![0usize; k];
+        let (mut count, mut slot, mut seen) = (vec![0usize; k], vec![0usize; k], vec![0usize; k]);
+        for chunk in sources.chunks(batch) {
+            count.iter_mut().for_each(|n| *n = 0);
+            for &i in chunk {
+                count[i as usize] += 1;
+            }
+            // Rows taken from each part: a contiguous range, in part order.
+            let used: Vec<usize> = (0..k).filter(|&i| count[i] > 0).collect();
+            let mut arrays = Vec::with_capacity(used.len());
+            for (s, &i) in used.iter().enumerate() {
+                slot[i] = s;
+                seen[i] = 0;
+                arrays.push(windows[i].rows(&parts[i], c, pos[i], pos[i] + count[i])?);
+                pos[i] += count[i];
+            }
+            if let [one] = arrays.as_slice() {
+                sink(one.clone())?;
+                continue;
+            }
+            let idx: Vec<(usize, usize)> = chunk
+                .iter()
+                .map(|&i| {
+                    let i = i as usize;
+                    seen[i] += 1;
+                    (slot[i], seen[i] - 1)
+                })
+                .collect();
+            let refs: Vec<&dyn Array> = arrays.iter().map(|a| a.as_ref()).collect();
+            sink(interleave(&refs, &idx).map_err(|e| {
+                Error::InvalidArgument(format!("merge of column {}: {e}", layout.schema.field(c).name()))
+            })?)?;
+        }
+        Ok(())
+    })?;
+    w.finish()
+}
+
+/// The input part of each output row of a merge of `parts` (ClickHouse's "rows sources"):
+/// a k-way merge over the sort-key columns only, with a binary heap of part cursors.
+fn row_sources(layout: &Layout, parts: &[Arc<Part>]) -> Result<Vec<u16>> {
+    let total: usize = parts.iter().map(|p| p.rows).sum();
+    if layout.sort_key.is_empty() {
+        return Ok(parts.iter().enumerate().flat_map(|(i, p)| std::iter::repeat_n(i as u16, p.rows)).collect());
+    }
+    let conv = RowConverter::new(
+        layout.sort_key.iter().map(|&k| SortField::new(layout.schema.field(k).data_type().clone())).collect(),
+    )?;
     // Sort keys of the next run of granules (up to one morsel's worth) of part `i`.
     let refill = |i: usize, cur: &mut Cursor| -> Result<()> {
-        let Some(conv) = &conv else { return Ok(()) };
         let p = &parts[i];
         let g0 = cur.pos / p.granule_rows;
         let g1 = (g0 + crate::part::GRANULES_PER_MORSEL).min(p.granules);
         let cols = layout.sort_key.iter().map(|&k| p.read_granules(k, g0, g1)).collect::<Result<Vec<_>>>()?;
+        for &k in &layout.sort_key {
+            p.release(k, g0, g1);
+        }
         cur.keys = Some(conv.convert_columns(&cols)?);
         cur.kstart = g0 * p.granule_rows;
         Ok(())
@@ -182,58 +242,19 @@ pub(crate) fn merge_parts(dir: &std::path::Path, layout: &Layout, parts: &[Arc<P
     for h in (0..heap.len() / 2).rev() {
         sift_down(&mut heap, h, &cursors);
     }
-    let ncols = layout.schema.fields().len();
-    let windows: Vec<Mutex<Vec<Window>>> =
-        (0..ncols).map(|_| Mutex::new((0..parts.len()).map(|_| Window::default()).collect())).collect();
-    let mut w = PartWriter::new(dir, layout)?;
-    let batch = batch_rows(layout).max(1);
-    let mut picks: Vec<(usize, usize)> = Vec::with_capacity(batch);
-    while !heap.is_empty() {
-        picks.clear();
-        while picks.len() < batch && !heap.is_empty() {
-            let i = heap[0];
-            let cur = &mut cursors[i];
-            picks.push((i, cur.pos));
-            cur.pos += 1;
-            if cur.pos == parts[i].rows {
-                heap.swap_remove(0);
-            } else if cur.keys.is_some() && cur.pos == cur.key_end() {
-                refill(i, cur)?;
-            }
-            sift_down(&mut heap, 0, &cursors);
+    let mut sources = Vec::with_capacity(total);
+    while let Some(&i) = heap.first() {
+        sources.push(i as u16);
+        let cur = &mut cursors[i];
+        cur.pos += 1;
+        if cur.pos == parts[i].rows {
+            heap.swap_remove(0);
+        } else if cur.pos == cur.key_end() {
+            refill(i, cur)?;
         }
-        // Rows taken from each part: a contiguous range, in part order.
-        let mut ranges: Vec<Option<(usize, usize)>> = vec![None; parts.len()];
-        for &(i, r) in &picks {
-            let e = ranges[i].get_or_insert((r, r));
-            e.1 = r + 1;
-        }
-        let mut slot = vec![usize::MAX; parts.len()];
-        let used: Vec<usize> = (0..parts.len()).filter(|&i| ranges[i].is_some()).collect();
-        for (s, &i) in used.iter().enumerate() {
-            slot[i] = s;
-        }
-        let idx: Vec<(usize, usize)> =
-            picks.iter().map(|&(i, r)| (slot[i], r - ranges[i].map_or(0, |(lo, _)| lo))).collect();
-        w.write(picks.len(), &|c| {
-            let mut wins = windows[c].lock().map_err(|_| Error::internal("merge window lock poisoned"))?;
-            let arrays = used
-                .iter()
-                .map(|&i| {
-                    let (lo, hi) = ranges[i].unwrap_or((0, 0));
-                    wins[i].rows(&parts[i], c, lo, hi)
-                })
-                .collect::<Result<Vec<_>>>()?;
-            if let [one] = arrays.as_slice() {
-                return Ok(one.clone());
-            }
-            let refs: Vec<&dyn Array> = arrays.iter().map(|a| a.as_ref()).collect();
-            interleave(&refs, &idx).map_err(|e| {
-                Error::InvalidArgument(format!("merge of column {}: {e}", layout.schema.field(c).name()))
-            })
-        })?;
+        sift_down(&mut heap, 0, &cursors);
     }
-    w.finish()
+    Ok(sources)
 }
 
 /// Whether part `a`'s next row sorts before part `b`'s (ties: the earlier part first).

@@ -279,6 +279,43 @@ impl PartWriter {
         Ok(())
     }
 
+    /// Writes a whole part column by column (a vertical merge): `fill(c, sink)` produces
+    /// all `rows` rows of column `c` in order, in pieces of any length passed to `sink`.
+    /// Columns run in parallel on the rayon pool, so about one column per thread is in
+    /// flight. Call on a fresh writer, then [`PartWriter::finish`].
+    ///
+    /// # Errors
+    /// [`Error::Internal`] if a column gets another row count or type, or rows were already
+    /// written; as [`PartWriter::write`]; errors of `fill`.
+    pub(crate) fn write_columns(
+        &mut self,
+        rows: usize,
+        fill: &(dyn Fn(usize, &mut dyn FnMut(ArrayRef) -> Result<()>) -> Result<()> + Sync),
+    ) -> Result<()> {
+        if self.rows != 0 {
+            return Err(Error::internal("write_columns on a part writer that has rows"));
+        }
+        let schema = &self.layout.schema;
+        self.columns.par_iter_mut().try_for_each(|w| {
+            let f = schema.field(w.c);
+            let mut got = 0usize;
+            fill(w.c, &mut |a: ArrayRef| {
+                if a.data_type() != f.data_type() {
+                    return Err(Error::internal(format!("column {}: got {}, expected {}", f.name(), a.data_type(), f.data_type())));
+                }
+                got += a.len();
+                w.push(a);
+                w.flush(false, schema)
+            })?;
+            if got != rows {
+                return Err(Error::internal(format!("column {}: got {got} rows, expected {rows}", f.name())));
+            }
+            Ok(())
+        })?;
+        self.rows = rows;
+        Ok(())
+    }
+
     /// Writes the last granules, the index files, `meta.json` and `checksums.txt`, and
     /// fsyncs everything.
     ///
@@ -894,7 +931,7 @@ impl Part {
         }
         match pieces.len() {
             1 => Ok(pieces.pop().expect("one piece")),
-            _ => Ok(concat(&pieces.iter().map(|a| a.as_ref()).collect::<Vec<_>>())?),
+            _ => concat_pieces(&pieces, || format!("column {} of part {}, granules {g0}..{g1}", field.name(), self.name)),
         }
     }
 }
