@@ -233,6 +233,20 @@ impl Table {
         Ok(indices.iter().map(|&i| cols[i].clone().expect("loaded above")).collect())
     }
 
+    /// Whether queries should read this table a morsel at a time (its source
+    /// [reads morsels](ColumnSource::reads_morsels), e.g. the parts of an on-disk table)
+    /// instead of loading whole columns first and keeping them (in-memory tables, Parquet).
+    pub fn streams(&self) -> bool {
+        self.source.as_ref().is_some_and(|s| s.reads_morsels())
+    }
+
+    /// The columns at `indices` that are in memory now (`None` for the others); reads
+    /// nothing.
+    pub fn resident_columns(&self, indices: &[usize]) -> Vec<Option<ColumnChunks>> {
+        let cols = self.columns.lock().expect("table lock");
+        indices.iter().map(|&i| cols.get(i).cloned().flatten()).collect()
+    }
+
     /// Chunks `morsels` (ascending) of the columns at `indices`, for late materialization:
     /// columns in memory are sliced from there; the others are read from a source that
     /// [reads morsels](ColumnSource::reads_morsels) for those morsels only and not kept, or

@@ -256,3 +256,74 @@ fn string_column_past_2_gib_inserts_queries_and_merges() {
     assert_eq!(db.disk_table("t").unwrap().num_parts(), 1);
     check(&db, 2 * N + 200, &[0, 1099, 1500, 2199, 2200, 2399], true);
 }
+
+/// Queries over on-disk tables read a morsel at a time. PREWHERE reads the WHERE columns
+/// first and the others only for morsels where a row passed; the arrays a query holds
+/// count in `max_memory_usage` (a limit below one morsel fails cleanly while reading, and
+/// the database answers the next query); peak memory stays far below the columns' size;
+/// the decoded-block cache never holds more than its budget.
+#[test]
+fn streaming_reads_prewhere_memory_limit_and_cache_budget() {
+    let rows = 100_000u64;
+    let opts = tessera_datasets::GenOptions::new(rows).with_seed(11);
+    let batches: Vec<_> = (0..rows).step_by(25_000).map(|s| tessera_datasets::generate_batch(&opts, s, 25_000)).collect();
+    let schema = tessera_datasets::hits::schema();
+    let dir = tempfile::tempdir().unwrap();
+    let disk = Database::open(dir.path()).unwrap();
+    disk.create_table(
+        "hits",
+        schema.clone(),
+        tessera_engine::TableOptions { order_by: vec!["CounterID".into()], granule_rows: 1024, ..Default::default() },
+    )
+    .unwrap();
+    disk.insert("hits", &batches[..2]).unwrap();
+    disk.insert("hits", &batches[2..]).unwrap();
+    let mem = Database::new();
+    mem.register_batches("hits", schema, &batches).unwrap();
+    let morsels = disk.table("hits").unwrap().chunk_lens().len();
+    assert_eq!(morsels, 2 * 50_000usize.div_ceil(8 * 1024));
+
+    // PREWHERE: no row passes, so no morsel reads ResolutionWidth or Title.
+    let none = "SELECT COUNT(*), SUM(ResolutionWidth) FROM hits WHERE URL LIKE '%no-such-url%'";
+    let (b, profile) = disk.sql_profiled(none, None).unwrap();
+    assert_eq!(profile.morsels_skipped, morsels);
+    assert_eq!(b[0].column(0).as_primitive::<Int64Type>().value(0), 0);
+    assert!(b[0].column(1).is_null(0));
+    let (b, profile) = disk.sql_profiled("SELECT Title FROM hits WHERE URL LIKE '%no-such-url%'", None).unwrap();
+    assert_eq!((b.iter().map(|b| b.num_rows()).sum::<usize>(), profile.morsels_skipped), (0, morsels));
+    // Some rows pass: same answers as in memory.
+    for sql in [
+        "SELECT COUNT(*), SUM(ResolutionWidth) FROM hits WHERE URL LIKE '%google%'",
+        "SELECT SearchPhrase, COUNT(*) AS c FROM hits WHERE SearchPhrase <> '' GROUP BY SearchPhrase ORDER BY c DESC, SearchPhrase LIMIT 10",
+        "SELECT URL, COUNT(*) AS c FROM hits GROUP BY URL ORDER BY c DESC, URL LIMIT 10",
+        "SELECT WatchID, ClientIP, COUNT(*) AS c, SUM(IsRefresh) FROM hits WHERE SearchPhrase <> '' GROUP BY WatchID, ClientIP ORDER BY c DESC, WatchID LIMIT 10",
+    ] {
+        let text = |db: &Database| format!("{:?}", db.sql(sql).unwrap());
+        assert_eq!(text(&disk), text(&mem), "{sql}");
+    }
+
+    // Memory: the URL column is read morsel by morsel, never whole.
+    let url_bytes: usize = mem.table("hits").unwrap().columns(&[13]).unwrap()[0].iter().map(|a| a.get_array_memory_size()).sum();
+    assert_eq!(mem.table("hits").unwrap().schema().field(13).name(), "URL");
+    let mut s = tessera_engine::Settings::default();
+    s.max_threads = 2;
+    let (_, profile) = disk.sql_profiled("SELECT COUNT(*) FROM hits WHERE URL LIKE '%google%'", Some(&s)).unwrap();
+    assert!(profile.peak_memory_bytes > 0, "the arrays read are accounted");
+    assert!(profile.peak_memory_bytes * 3 < url_bytes, "peak {} bytes vs URL column {url_bytes}", profile.peak_memory_bytes);
+    s.max_memory_usage = 10_000;
+    let err = disk.sql_with("SELECT COUNT(*) FROM hits WHERE URL LIKE '%google%'", &s).unwrap_err();
+    assert!(matches!(err, tessera_engine::Error::ResourcesExhausted(_)), "{err}");
+    assert!(err.to_string().contains("reading columns"), "{err}");
+    assert_eq!(count(&disk, "SELECT COUNT(*) FROM hits WHERE URL LIKE '%google%'"), count(&mem, "SELECT COUNT(*) FROM hits WHERE URL LIKE '%google%'"));
+
+    // The decoded-block cache keeps to its budget while queries fill it.
+    disk.set_block_cache_size(1 << 20);
+    for sql in ["SELECT COUNT(*) FROM hits WHERE URL LIKE '%google%'", "SELECT SUM(ResolutionWidth), COUNT(*) FROM hits WHERE Title <> ''"] {
+        for _ in 0..2 {
+            let want = format!("{:?}", mem.sql(sql).unwrap());
+            assert_eq!(format!("{:?}", disk.sql(sql).unwrap()), want);
+            let held = disk.block_cache_bytes();
+            assert!(held > 0 && held <= 1 << 20, "{sql}: cache holds {held} bytes");
+        }
+    }
+}

@@ -22,16 +22,17 @@ use arrow::compute::{SortColumn, SortOptions, concat_batches, lexsort_to_indices
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use rayon::prelude::*;
 use tessera_common::float::canonical_array;
-use tessera_common::{ColumnChunks, Error, Result, Settings};
+use tessera_common::{Error, Result, Settings};
 
 use crate::Profile;
 use crate::accum::{Accumulator, OrdVal};
 use crate::context::QueryContext;
-use crate::filter::{evaluate, morsel_columns, selection};
+use crate::filter::{evaluate, selection};
+use crate::morsel::{Input, MorselColumns};
 use crate::hashtable::GroupTable;
 use crate::partial::{Partial, Scratch, finalize_partitioned, scatter_ok};
 use crate::keys::{GroupKey, KeyReader, Layout, choose_layout, key_array};
-use crate::plan::{AggFunc, AggOutput, AggregatePlan, OrderLimit, SortKey};
+use crate::plan::{AggFunc, AggOutput, AggregatePlan, OrderLimit, Plan, SortKey};
 use crate::pool::run_morsels;
 use tessera_kernels::Kernels;
 
@@ -40,7 +41,12 @@ const MAX_TOP_N: usize = 100_000;
 
 struct Ctx<'a> {
     plan: &'a AggregatePlan,
-    cols: &'a [Option<ColumnChunks>],
+    input: &'a Input<'a>,
+    /// Columns of the WHERE clause (read first: PREWHERE) and the other columns read.
+    filter_cols: Vec<usize>,
+    other_cols: Vec<usize>,
+    /// Whether the layout's keys borrow the input's bytes (string keys).
+    borrows: bool,
     settings: &'a Settings,
     pool: &'a rayon::ThreadPool,
     /// The kernel family of this query.
@@ -49,16 +55,14 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    /// The input column chunk of each aggregate for morsel `m` (`None` for COUNT(*)).
-    fn agg_inputs(&self, m: usize) -> Result<Vec<Option<&ArrayRef>>> {
-        self.plan
-            .aggs
-            .iter()
-            .map(|a| match a.input {
-                Some(c) => Ok(Some(&self.cols[c].as_ref().ok_or_else(|| Error::internal("agg input not loaded"))?[m])),
-                None => Ok(None),
-            })
-            .collect()
+    /// The input array of each aggregate in a morsel (`None` for COUNT(*)).
+    fn agg_inputs<'m>(&self, mcols: &'m MorselColumns<'_>) -> Result<Vec<Option<&'m ArrayRef>>> {
+        self.plan.aggs.iter().map(|a| a.input.map(|c| mcols.get(c)).transpose()).collect()
+    }
+
+    /// The array of each key's column in a morsel.
+    fn key_arrays<'m>(&self, mcols: &'m MorselColumns<'_>) -> Result<Vec<&'m ArrayRef>> {
+        self.plan.keys.iter().map(|k| mcols.get(k.column())).collect()
     }
 
     fn new_accs(&self) -> Result<Vec<Accumulator>> {
@@ -112,10 +116,9 @@ fn count_from_metadata(plan: &AggregatePlan) -> Result<Option<(RecordBatch, Prof
     Ok(Some((out, Profile { layout: Some("metadata"), groups: 1, rows_in: rows, ..Profile::default() })))
 }
 
-/// Runs an aggregation plan.
+/// Runs an aggregation plan, reading the table a morsel at a time.
 pub(crate) fn execute(
     plan: &AggregatePlan,
-    cols: &[Option<ColumnChunks>],
     settings: &Settings,
     pool: &rayon::ThreadPool,
     query: &QueryContext,
@@ -126,39 +129,39 @@ pub(crate) fn execute(
     let plan = &with_key_tiebreak(plan);
     let table = &plan.table;
     let keys: Vec<_> = plan.keys.iter().map(|k| (*k, k.data_type(table))).collect();
-    let chunk = |c: usize| cols[c].as_ref().ok_or_else(|| Error::internal(format!("column {c} not loaded")));
-    let mut has_nulls = Vec::with_capacity(keys.len());
-    let mut chunks = Vec::with_capacity(keys.len());
-    for (k, _) in &keys {
-        let c = chunk(k.column())?;
-        has_nulls.push(c.iter().any(|a| a.null_count() > 0));
-        chunks.push(c.as_slice());
-    }
+    let whole = Plan::Aggregate(plan.clone());
+    let used = whole.columns_used();
+    let filter_cols = whole.filter_columns();
+    let other_cols: Vec<usize> = used.iter().copied().filter(|c| filter_cols.binary_search(c).is_err()).collect();
+    let input = Input::open(table, &used, query)?;
+    let has_nulls: Vec<bool> = keys.iter().map(|(k, _)| input.may_have_nulls(k.column())).collect();
     let (layout, specs) = choose_layout(&keys, &has_nulls, settings.group_by_force_serialized);
     let kern = settings.kernels()?;
-    let reader = KeyReader { specs, chunks, kern };
-    let ctx = Ctx { plan, cols, settings, pool, query, kern };
+    let reader = KeyReader { specs, kern, borrow: std::marker::PhantomData };
+    let borrows = reader.borrows(layout);
+    let ctx = Ctx { plan, input: &input, filter_cols, other_cols, borrows, settings, pool, query, kern };
     let r = &reader;
     let (batch, mut profile) = match layout {
         Layout::Unit => run::<(), _, _>(&ctx, |_, _, n, out| {
             out.clear();
             out.resize(n, ());
         }, |_, _| OrdVal::Null)?,
-        Layout::Fixed64 => run::<u64, _, _>(&ctx, |m, s, n, out| r.fixed64(m, s, n, out), |k, i| {
+        Layout::Fixed64 => run::<u64, _, _>(&ctx, |a, s, n, out| r.fixed64(a, s, n, out), |k, i| {
             r.packed_value(i, *k as u128)
         })?,
-        Layout::Fixed128 => run::<u128, _, _>(&ctx, |m, s, n, out| r.fixed128(m, s, n, out), |k, i| {
+        Layout::Fixed128 => run::<u128, _, _>(&ctx, |a, s, n, out| r.fixed128(a, s, n, out), |k, i| {
             r.packed_value(i, *k)
         })?,
-        Layout::Str => run::<&[u8], _, _>(&ctx, |m, s, _, out| r.string(m, s, out), |k, _| OrdVal::Bytes(k))?,
-        Layout::FixedStr => run::<(u128, &[u8]), _, _>(&ctx, |m, s, n, out| r.fixed_string(m, s, n, out), |k, i| {
+        Layout::Str => run::<&[u8], _, _>(&ctx, |a, s, _, out| r.string(a, s, out), |k, _| OrdVal::Bytes(k))?,
+        Layout::FixedStr => run::<(u128, &[u8]), _, _>(&ctx, |a, s, n, out| r.fixed_string(a, s, n, out), |k, i| {
             if r.specs[i].width == 0 { OrdVal::Bytes(k.1) } else { r.packed_value(i, k.0) }
         })?,
-        Layout::Serialized => run::<Box<[u8]>, _, _>(&ctx, |m, s, n, out| r.serialized(m, s, n, out), |k, i| {
+        Layout::Serialized => run::<Box<[u8]>, _, _>(&ctx, |a, s, n, out| r.serialized(a, s, n, out), |k, i| {
             r.serialized_value(i, k)
         })?,
     };
     profile.layout = Some(layout.name());
+    profile.morsels_skipped = input.skipped();
     Ok((batch, profile))
 }
 
@@ -170,12 +173,16 @@ struct Worker<K> {
     rows_in: usize,
     /// Bytes of `table` accounted in the query context.
     accounted: usize,
+    /// Key arrays of the morsels whose string bytes `table` references (see
+    /// [`KeyReader`]); their bytes stay accounted in the query.
+    retained: Vec<ArrayRef>,
+    retained_bytes: usize,
 }
 
 fn run<K, E, D>(ctx: &Ctx<'_>, extract: E, decode: D) -> Result<(RecordBatch, Profile)>
 where
     K: GroupKey,
-    E: Fn(usize, Option<&[u32]>, usize, &mut Vec<K>) + Sync,
+    E: Fn(&[&ArrayRef], Option<&[u32]>, usize, &mut Vec<K>) + Sync,
     D: for<'k> Fn(&'k K, usize) -> OrdVal<'k> + Sync,
 {
     let plan = ctx.plan;
@@ -183,10 +190,12 @@ where
     let chunk_lens = plan.table.chunk_lens();
     ctx.new_accs()?; // validates the aggregate types once
     let new_accs = || ctx.new_accs().expect("validated above");
-    let input_chunks: Vec<Option<&[ArrayRef]>> =
-        plan.aggs.iter().map(|a| a.input.and_then(|c| ctx.cols[c].as_ref().map(|c| c.as_slice()))).collect();
-    let scatter = scatter_ok(&input_chunks);
+    let input_nulls: Vec<bool> = plan.aggs.iter().filter_map(|a| a.input).map(|c| ctx.input.may_have_nulls(c)).collect();
+    let scatter = scatter_ok(&input_nulls);
     let total_rows = plan.table.num_rows();
+    // Declared before the tables, dropped after them: the arrays string keys point into.
+    let mut retained: Vec<ArrayRef> = Vec::new();
+    let mut retained_bytes = 0usize;
 
     // Phase 1: partial aggregation per worker.
     let partials = run_morsels(
@@ -200,40 +209,74 @@ where
             scratch: Scratch::new(),
             rows_in: 0,
             accounted: 0,
+            retained: Vec::new(),
+            retained_bytes: 0,
         },
         |w: &mut Worker<K>, m| {
             ctx.query.check_cancelled()?;
             let len = chunk_lens[m];
+            let mut mcols = ctx.input.morsel();
+            ctx.input.read(m, &ctx.filter_cols, &mut mcols)?;
             let sel = match &ctx.plan.filter {
-                Some(f) => selection(&evaluate(f, &morsel_columns(ctx.cols, m), len, ctx.kern)?, ctx.kern),
+                Some(f) => selection(&evaluate(f, &mcols.cols, len, ctx.kern)?, ctx.kern),
                 None => None,
             };
             let sel = sel.as_deref();
             let n = sel.map_or(len, |s| s.len());
             if n == 0 {
+                ctx.input.skip();
                 return Ok(());
             }
+            ctx.input.read(m, &ctx.other_cols, &mut mcols)?;
             w.rows_in += n;
-            extract(m, sel, n, &mut w.keys);
-            K::hash_batch(&w.keys, ctx.kern, &mut w.hashes);
-            let inputs = ctx.agg_inputs(m)?;
-            // A worker may take any share of the morsels: reserve for all rows not yet
-            // seen (an upper bound; capacity never touched costs address space only).
-            let expect = total_rows.saturating_sub(w.rows_in - n);
-            if threshold == 0 {
-                w.table.grow_up(scatter, expect, &inputs, &new_accs);
+            let key_arrays = ctx.key_arrays(&mcols)?;
+            let groups_before = w.table.size();
+            let mut add = || -> Result<()> {
+                extract(&key_arrays, sel, n, &mut w.keys);
+                K::hash_batch(&w.keys, ctx.kern, &mut w.hashes);
+                let inputs = ctx.agg_inputs(&mcols)?;
+                // A worker may take any share of the morsels: reserve for all rows not yet
+                // seen (an upper bound; capacity never touched costs address space only).
+                let expect = total_rows.saturating_sub(w.rows_in - n);
+                if threshold == 0 {
+                    w.table.grow_up(scatter, expect, &inputs, &new_accs);
+                }
+                w.table.add(&mut w.keys, &w.hashes, &inputs, sel, &mut w.scratch)?;
+                if w.table.size() > threshold {
+                    w.table.grow_up(scatter, expect.saturating_sub(n), &inputs, &new_accs);
+                }
+                if w.table.size() >= u32::MAX as usize / 2 {
+                    return Err(Error::ResourcesExhausted("more than 2^31 groups in one thread".into()));
+                }
+                ctx.query.resize(&mut w.accounted, w.table.memory_size(), w.table.operator())
+            };
+            let added = add();
+            // No key slice outlives this morsel's arrays unless they are retained below.
+            w.keys.clear();
+            if ctx.borrows && w.table.size() != groups_before {
+                // New groups (or scattered rows) hold slices of these arrays: keep them
+                // (first, so that even on an error below nothing points to freed bytes).
+                w.retained.extend(key_arrays.iter().map(|a| Arc::clone(a)));
+                // Streamed arrays are the query's memory; a resident table's are not.
+                let bytes: usize = ctx
+                    .plan
+                    .keys
+                    .iter()
+                    .zip(&key_arrays)
+                    .filter(|(k, _)| ctx.input.is_streamed(k.column()))
+                    .map(|(_, a)| a.get_array_memory_size())
+                    .sum();
+                ctx.query.grow(bytes, "GROUP BY string keys")?;
+                w.retained_bytes += bytes;
             }
-            w.table.add(&mut w.keys, &w.hashes, &inputs, sel, &mut w.scratch)?;
-            if w.table.size() > threshold {
-                w.table.grow_up(scatter, expect.saturating_sub(n), &inputs, &new_accs);
-            }
-            if w.table.size() >= u32::MAX as usize / 2 {
-                return Err(Error::ResourcesExhausted("more than 2^31 groups in one thread".into()));
-            }
-            ctx.query.resize(&mut w.accounted, w.table.memory_size(), w.table.operator())?;
-            Ok(())
+            added
         },
     )?;
+    for w in &partials {
+        retained.extend(w.retained.iter().cloned());
+        retained_bytes += w.retained_bytes;
+    }
+    let _release = ReleaseOnDrop { query: ctx.query, bytes: retained_bytes };
     let rows_in: usize = partials.iter().map(|w| w.rows_in).sum();
     let mut partials: Vec<Partial<K>> = partials.into_iter().map(|w| w.table).filter(|t| !t.is_empty()).collect();
 
@@ -294,10 +337,22 @@ where
     Ok((out, Profile { layout: None, groups, two_level, rows_in, hash_table_bytes, ..Profile::default() }))
 }
 
+/// Gives back bytes accounted in a query when dropped.
+struct ReleaseOnDrop<'q> {
+    query: &'q QueryContext,
+    bytes: usize,
+}
+
+impl Drop for ReleaseOnDrop<'_> {
+    fn drop(&mut self) {
+        self.query.shrink(self.bytes);
+    }
+}
+
 /// The unit key `()` of a key-less aggregation, produced through the extractor.
-fn extract_unit<K>(extract: &impl Fn(usize, Option<&[u32]>, usize, &mut Vec<K>)) -> K {
+fn extract_unit<K>(extract: &impl Fn(&[&ArrayRef], Option<&[u32]>, usize, &mut Vec<K>)) -> K {
     let mut v = Vec::with_capacity(1);
-    extract(0, Some(&[]), 1, &mut v);
+    extract(&[], Some(&[]), 1, &mut v);
     v.pop().expect("unit extractor yields one key")
 }
 

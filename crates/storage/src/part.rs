@@ -648,6 +648,8 @@ pub struct Part {
     /// xxh3 of `checksums.txt` (which covers every other file): the part's identity in the
     /// table manifest.
     pub(crate) sums_hash: u64,
+    /// Process-unique id of this opened part: its decoded blocks' key in the block cache.
+    pub(crate) uid: u64,
     schema: SchemaRef,
     maps: Vec<Mmap>,
     /// `marks[c][g]`: byte offset of the block holding granule `g` of column `c`, and the
@@ -826,6 +828,7 @@ impl Part {
             granule_rows: meta.granule_rows,
             granules: g,
             sums_hash: xxhash_rust::xxh3::xxh3_64(&sums),
+            uid: crate::cache::next_part_id(),
             schema: schema.clone(),
             maps,
             marks,
