@@ -101,16 +101,48 @@ fn with_key_tiebreak(plan: &AggregatePlan) -> AggregatePlan {
     plan
 }
 
-/// `SELECT COUNT(*) [, COUNT(*) ..] FROM t` with no WHERE and no GROUP BY: the row count the
-/// table knows from its metadata (part row counts, Parquet footers), no column read.
-fn count_from_metadata(plan: &AggregatePlan) -> Result<Option<(RecordBatch, Profile)>> {
-    if plan.filter.is_some() || !plan.keys.is_empty() || plan.aggs.iter().any(|a| a.func != AggFunc::CountStar) {
+/// `SELECT COUNT(*), MIN(c), MAX(c) .. FROM t` with no WHERE and no GROUP BY, answered
+/// from the table's metadata: the row count from part row counts (Parquet footers), MIN and
+/// MAX from the min/max index (the minimum of the per-granule minimums, through the same
+/// accumulator as the rows would go: one NULL handling and order). No column is read.
+/// `None` when an aggregate needs the rows.
+fn from_metadata(plan: &AggregatePlan) -> Result<Option<(RecordBatch, Profile)>> {
+    if plan.filter.is_some() || !plan.keys.is_empty() {
         return Ok(None);
     }
     let rows = plan.table.num_rows();
-    let fields: Vec<Field> = plan.output.iter().map(|(name, _)| Field::new(name, DataType::Int64, true)).collect();
-    let cols: Vec<ArrayRef> =
-        plan.output.iter().map(|_| Arc::new(arrow::array::Int64Array::from(vec![rows as i64])) as ArrayRef).collect();
+    let mut values = Vec::with_capacity(plan.aggs.len());
+    for a in &plan.aggs {
+        let v: ArrayRef = match (a.func, a.input) {
+            (AggFunc::CountStar, _) => Arc::new(arrow::array::Int64Array::from(vec![rows as i64])),
+            (AggFunc::Min | AggFunc::Max, Some(c)) => {
+                let Some((lo, hi)) = plan.table.min_max(c) else { return Ok(None) };
+                let Ok(mut acc) = Accumulator::new(a, Some(lo.data_type().clone())) else { return Ok(None) };
+                let per_granule = if a.func == AggFunc::Min { lo } else { hi };
+                acc.resize(1);
+                acc.update(&vec![0; per_granule.len()], Some(&per_granule), None)?;
+                acc.emit(&[0])?
+            }
+            _ => return Ok(None),
+        };
+        values.push(v);
+    }
+    let fields: Vec<Field> = plan
+        .output
+        .iter()
+        .map(|(name, o)| match o {
+            AggOutput::Agg(j) => Field::new(name, values[*j].data_type().clone(), true),
+            AggOutput::Key(_) => Field::new(name, DataType::Null, true),
+        })
+        .collect();
+    let cols: Vec<ArrayRef> = plan
+        .output
+        .iter()
+        .map(|(_, o)| match o {
+            AggOutput::Agg(j) => Ok(values[*j].clone()),
+            AggOutput::Key(_) => Err(Error::internal("group key without GROUP BY")),
+        })
+        .collect::<Result<_>>()?;
     let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)?;
     let out = order_and_limit(batch, &plan.order, plan.visible)?;
     Ok(Some((out, Profile { layout: Some("metadata"), groups: 1, rows_in: rows, ..Profile::default() })))
@@ -123,7 +155,7 @@ pub(crate) fn execute(
     pool: &rayon::ThreadPool,
     query: &QueryContext,
 ) -> Result<(RecordBatch, Profile)> {
-    if let Some(answer) = count_from_metadata(plan)? {
+    if let Some(answer) = from_metadata(plan)? {
         return Ok(answer);
     }
     let plan = &with_key_tiebreak(plan);
