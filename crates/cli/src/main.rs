@@ -234,6 +234,9 @@ pub(crate) fn load_table(db: &Database, name: &str, path: &Path) -> Result<()> {
         return Err(Error::InvalidArgument(format!("{} is a directory, not a Parquet file", path.display())));
     }
     db.register_parquet(name, path)?;
+    if let Ok(src) = tessera_io::ParquetSource::open(path, None) {
+        warn_skipped(path, src.skipped_columns());
+    }
     // ClickBench's files store EventTime as Int64 seconds, EventDate as UInt16 days, strings
     // as bare BINARY: every column named like a hits column gets the official type of
     // create.sql, column by column (a file with a subset of the columns too). Where a column
@@ -253,6 +256,18 @@ pub(crate) fn load_table(db: &Database, name: &str, path: &Path) -> Result<()> {
         db.register_parquet(name, path)?;
     }
     Ok(())
+}
+
+/// Prints a warning naming the Parquet columns left out of a table for their types.
+pub(crate) fn warn_skipped(path: &Path, skipped: &[(String, arrow::datatypes::DataType)]) {
+    if !skipped.is_empty() {
+        let cols: Vec<String> = skipped.iter().map(|(n, t)| format!("{n} ({t})")).collect();
+        eprintln!(
+            "warning: {}: column(s) of types Tessera does not support left out of the table: {}",
+            path.display(),
+            cols.join(", ")
+        );
+    }
 }
 
 pub(crate) fn progress_bar(len: u64, unit: &str) -> ProgressBar {

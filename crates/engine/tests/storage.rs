@@ -191,6 +191,72 @@ fn count_star_from_metadata() {
     assert_eq!(count(&db, "SELECT COUNT(s) FROM t"), 3);
 }
 
+/// A string column of more than 2 GiB in one part (past arrow's 32-bit offsets) inserts,
+/// queries and merges: 2,200 rows of 1 MiB strings in two input chunks that share one
+/// 1.1 GiB buffer (so the test holds 1.1 GiB, not 2.2), sorted by a key that interleaves
+/// the chunks, then a second part and OPTIMIZE (2,400 rows, 2.4 GiB of strings in one
+/// part). The strings compress to almost nothing, so the disk holds a few MB.
+#[test]
+fn string_column_past_2_gib_inserts_queries_and_merges() {
+    use std::sync::Arc;
+
+    use arrow::array::{ArrayRef, RecordBatch, StringBuilder};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use tessera_engine::TableOptions;
+
+    const N: usize = 1100;
+    const LEN: usize = 1 << 20;
+    // Row i: its number, then 'x' up to 1 MiB; every 100th row ends in 'y'.
+    let value = |i: usize| {
+        let mut s = format!("{i:06}");
+        s.push_str(&"x".repeat(LEN - 7));
+        s.push(if i % 100 == 0 { 'y' } else { 'x' });
+        s
+    };
+    let mut b = StringBuilder::with_capacity(N, N * LEN);
+    for i in 0..N {
+        b.append_value(value(i));
+    }
+    let base: ArrayRef = Arc::new(b.finish());
+    let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false), Field::new("s", DataType::Utf8, false)]));
+    let batch = |ids: Vec<i64>| {
+        let s = base.slice(0, ids.len());
+        RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(ids)), s]).unwrap()
+    };
+    // Chunk 0 row i has id 2199 - i, chunk 1 row i has id 1099 - i: value(i) either way.
+    let chunk0 = batch((0..N as i64).map(|i| 2 * N as i64 - 1 - i).collect());
+    let chunk1 = batch((0..N as i64).map(|i| N as i64 - 1 - i).collect());
+    let value_of_id = |id: usize| value(if id >= 2 * N { id - 2 * N } else { (N - 1) - (id % N) });
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path()).unwrap();
+    let opts = TableOptions { order_by: vec!["id".into()], granule_rows: 16, ..TableOptions::default() };
+    db.create_table("t", schema.clone(), opts).unwrap();
+    db.insert("t", &[chunk0, chunk1]).unwrap();
+    let check = |db: &Database, rows: usize, ids: &[usize], list: bool| {
+        assert_eq!(count(db, "SELECT COUNT(*) FROM t"), rows as i64);
+        let want: Vec<i64> = (0..rows).filter(|&id| value_of_id(id).ends_with('y')).map(|id| id as i64).collect();
+        assert_eq!(count(db, "SELECT COUNT(*) FROM t WHERE s LIKE '%y'"), want.len() as i64);
+        if list {
+            let b = db.sql("SELECT id FROM t WHERE s LIKE '%xy' ORDER BY id").unwrap();
+            let got: Vec<i64> = b.iter().flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec()).collect();
+            assert_eq!(got, want);
+        }
+        for &id in ids {
+            let b = db.sql(&format!("SELECT s FROM t WHERE id = {id}")).unwrap();
+            let s: Vec<&str> = b.iter().flat_map(|b| b.column(0).as_string::<i32>().iter().flatten().collect::<Vec<_>>()).collect();
+            assert_eq!(s.len(), 1, "id {id}");
+            assert!(s[0] == value_of_id(id), "id {id}: bytes differ");
+        }
+    };
+    check(&db, 2 * N, &[0, 1100, 2199], false);
+    // A second part of 200 rows, then one merged part of 2.4 GiB of strings.
+    db.insert("t", &[batch((2 * N as i64..2 * N as i64 + 200).collect())]).unwrap();
+    assert_eq!(db.disk_table("t").unwrap().num_parts(), 2);
+    assert!(db.optimize("t").unwrap());
+    assert_eq!(db.disk_table("t").unwrap().num_parts(), 1);
+    check(&db, 2 * N + 200, &[0, 1099, 1500, 2199, 2200, 2399], true);
+}
+
 /// Queries over on-disk tables read a morsel at a time. PREWHERE reads the WHERE columns
 /// first and the others only for morsels where a row passed; the arrays a query holds
 /// count in `max_memory_usage` (a limit below one morsel fails cleanly while reading, and

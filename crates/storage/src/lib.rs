@@ -149,6 +149,21 @@
 //! the commit (or by the next open). `CREATE TABLE` writes `table.json` and an empty
 //! manifest into `tmp_create_*` and renames the directory into place.
 //!
+//! # Streaming writes: no 2 GiB walls
+//!
+//! No column is ever concatenated into one arrow array (whose 32-bit string offsets stop at
+//! 2 GiB). An insert takes chunked columns (`DiskTable::insert_chunks`), sorts row
+//! references by the key in arrow's row format (stable), and hands the part writer one
+//! morsel (8 granules) of sorted rows at a time, gathered from the chunks with arrow's
+//! `interleave`; the writer cuts granules and blocks as rows arrive and appends them to the
+//! column files. A merge is a k-way merge of the sorted parts (a binary heap of part
+//! cursors over their keys; ties go to the earlier part, then the earlier row): each input
+//! part is read front to back a block at a time, so memory is bounded by (columns x parts x
+//! about one block) plus one morsel of output, and the input pages already decoded are
+//! dropped from the process (`MADV_DONTNEED` on the read-only maps). The one remaining
+//! limit: a single granule must hold under 2 GiB of strings (else `InvalidArgument` asking
+//! for fewer rows per granule).
+//!
 //! # Errors
 //!
 //! Damage is reported as [`tessera_common::Error::Corrupt`] with the file path (part
@@ -160,6 +175,7 @@
 mod block;
 mod cache;
 mod manifest;
+mod merge;
 mod part;
 mod table;
 

@@ -2,6 +2,7 @@
 //! layout). [`write_part`] writes one into a fresh directory and fsyncs it; [`Part::open`]
 //! verifies and maps one.
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -192,158 +193,368 @@ fn granule_count(rows: usize, granule_rows: usize) -> usize {
     rows.div_ceil(granule_rows)
 }
 
-/// Sorts rows by the sort key: the permutation that orders `keys` (NULLs first, ascending).
-pub(crate) fn sort_permutation(keys: &[ArrayRef]) -> Result<Option<UInt32Array>> {
-    if keys.is_empty() {
-        return Ok(None);
-    }
-    let rows_n = keys[0].len();
-    if rows_n > u32::MAX as usize {
-        return Err(Error::InvalidArgument(format!("{rows_n} rows in one part; at most 2^32-1")));
-    }
-    let fields = keys.iter().map(|k| arrow::row::SortField::new(k.data_type().clone())).collect();
-    let conv = arrow::row::RowConverter::new(fields)?;
-    let rows = conv.convert_columns(keys)?;
-    let mut idx: Vec<u32> = (0..rows_n as u32).collect();
-    idx.par_sort_unstable_by(|&a, &b| rows.row(a as usize).cmp(&rows.row(b as usize)));
-    if idx.iter().enumerate().all(|(i, &v)| i as u32 == v) {
-        return Ok(None);
-    }
-    Ok(Some(UInt32Array::from(idx)))
+/// Rows of one batch a [`PartWriter`] takes at a time from sorting or merging: one morsel
+/// of the layout ([`GRANULES_PER_MORSEL`] granules), so the arrays built per batch are as
+/// bounded as the granules themselves.
+pub(crate) fn batch_rows(layout: &Layout) -> usize {
+    layout.granule_rows.saturating_mul(GRANULES_PER_MORSEL)
 }
 
-/// What a column writer returns: its marks and per-granule min/max.
-struct ColumnOut {
-    marks: Vec<(u64, u32)>,
-    mins: ArrayRef,
-    maxs: ArrayRef,
-    file_len: u64,
-    hash: u64,
-    blooms: Vec<Vec<u64>>,
+/// Concatenates `pieces` (one column) into one array, naming the column when the result
+/// would pass arrow's 32-bit offsets (2 GiB of string bytes in one granule or block).
+pub(crate) fn concat_pieces(pieces: &[ArrayRef], what: impl Fn() -> String) -> Result<ArrayRef> {
+    match pieces {
+        [one] => Ok(one.clone()),
+        many => concat(&many.iter().map(|a| a.as_ref()).collect::<Vec<_>>()).map_err(|e| {
+            Error::InvalidArgument(format!(
+                "{}: {e} (one granule must hold under 2 GiB of string bytes: use fewer rows per granule)",
+                what()
+            ))
+        }),
+    }
 }
 
-/// Writes a part of `rows` rows into the existing empty directory `dir`: column `c` is
-/// `get(c)` reordered by `perm` (the sort permutation, `None` if already sorted); `done`
-/// is called with each finished column index. Every file and the directory are fsynced.
+/// Writes one part into an existing empty directory as its rows arrive, already sorted by
+/// the sort key, in batches of any length ([`PartWriter::write`]). Each column is cut into
+/// granules and blocks as its rows arrive and appended to its file, so the writer holds at
+/// most one morsel ([`GRANULES_PER_MORSEL`] granules) of pending rows per column besides
+/// the caller's batch, never a whole column: a column of any total size is written as long
+/// as each granule fits in an arrow array (under 2 GiB of string bytes).
+/// [`PartWriter::finish`] writes the index files, `meta.json` and `checksums.txt` and
+/// fsyncs every file and the directory.
 ///
-/// # Errors
-/// I/O errors naming the file; errors of `get`.
-pub(crate) fn write_part(
-    dir: &Path,
-    layout: &Layout,
+/// ```text
+///  write(batch 1) write(batch 2) ...        rows in sort-key order
+///     |              |
+///     v              v
+///  per column: pending rows -> granules -> blocks (>= 256 KiB or a morsel) -> cN.bin
+///              + marks, per-granule min/max, bloom filter, first key (primary.idx)
+/// ```
+pub(crate) struct PartWriter {
+    dir: PathBuf,
+    layout: Layout,
+    columns: Vec<ColumnWriter>,
     rows: usize,
-    perm: Option<&UInt32Array>,
-    get: &(dyn Fn(usize) -> Result<ArrayRef> + Sync),
-    done: &(dyn Fn(usize) + Sync),
-) -> Result<()> {
-    let schema = &layout.schema;
-    let ncols = schema.fields().len();
-    let gr = layout.granule_rows;
-    let granules = granule_count(rows, gr);
-    let outs: Vec<ColumnOut> = (0..ncols)
-        .into_par_iter()
-        .map(|c| {
-            let col = get(c)?;
-            if col.len() != rows {
-                return Err(Error::InvalidArgument(format!(
-                    "column {} has {} rows, expected {rows}",
-                    schema.field(c).name(),
-                    col.len()
+}
+
+impl PartWriter {
+    /// Creates the column files of a new part in `dir`.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file.
+    pub(crate) fn new(dir: &Path, layout: &Layout) -> Result<PartWriter> {
+        let columns =
+            (0..layout.schema.fields().len()).map(|c| ColumnWriter::create(dir, c, layout)).collect::<Result<_>>()?;
+        Ok(PartWriter { dir: dir.to_path_buf(), layout: layout.clone(), columns, rows: 0 })
+    }
+
+    /// Appends `rows` rows (in sort-key order after the rows written before): column `c`
+    /// is `get(c)`, called once per column, columns in parallel on the rayon pool.
+    ///
+    /// # Errors
+    /// [`Error::Internal`] if `get(c)` has another length or type than the column;
+    /// [`Error::InvalidArgument`] if a granule passes arrow's 2 GiB offsets; [`Error::Io`];
+    /// errors of `get`.
+    pub(crate) fn write(&mut self, rows: usize, get: &(dyn Fn(usize) -> Result<ArrayRef> + Sync)) -> Result<()> {
+        if rows == 0 {
+            return Ok(());
+        }
+        let schema = &self.layout.schema;
+        self.columns.par_iter_mut().try_for_each(|w| {
+            let a = get(w.c)?;
+            let f = schema.field(w.c);
+            if a.len() != rows || a.data_type() != f.data_type() {
+                return Err(Error::internal(format!(
+                    "column {}: got {} rows of {}, expected {rows} of {}",
+                    f.name(),
+                    a.len(),
+                    a.data_type(),
+                    f.data_type()
                 )));
             }
-            let col = match perm {
-                Some(p) => take(col.as_ref(), p, None)?,
-                None => col,
-            };
-            let out = write_column(dir, c, &col, layout, gr)?;
-            done(c);
-            Ok(out)
-        })
-        .collect::<Result<_>>()?;
+            w.push(a);
+            w.flush(false, schema)
+        })?;
+        self.rows += rows;
+        Ok(())
+    }
 
-    let mut files: Vec<(String, u64, u64)> = Vec::new();
-    for (c, o) in outs.iter().enumerate() {
-        files.push((format!("c{c}.bin"), o.file_len, o.hash));
-    }
-    // marks.mrk
-    let mut marks = Vec::with_capacity(16 + ncols * granules * 12 + 8);
-    marks.extend_from_slice(MARKS_MAGIC);
-    for v in [FORMAT_VERSION, ncols as u32, granules as u32] {
-        marks.extend_from_slice(&v.to_le_bytes());
-    }
-    for o in &outs {
-        for &(off, row) in &o.marks {
-            marks.extend_from_slice(&off.to_le_bytes());
-            marks.extend_from_slice(&row.to_le_bytes());
+    /// Writes a whole part column by column (a vertical merge): `fill(c, sink)` produces
+    /// all `rows` rows of column `c` in order, in pieces of any length passed to `sink`.
+    /// Columns run in parallel on the rayon pool, so about one column per thread is in
+    /// flight. Call on a fresh writer, then [`PartWriter::finish`].
+    ///
+    /// # Errors
+    /// [`Error::Internal`] if a column gets another row count or type, or rows were already
+    /// written; as [`PartWriter::write`]; errors of `fill`.
+    pub(crate) fn write_columns(
+        &mut self,
+        rows: usize,
+        fill: &(dyn Fn(usize, &mut dyn FnMut(ArrayRef) -> Result<()>) -> Result<()> + Sync),
+    ) -> Result<()> {
+        if self.rows != 0 {
+            return Err(Error::internal("write_columns on a part writer that has rows"));
         }
+        let schema = &self.layout.schema;
+        self.columns.par_iter_mut().try_for_each(|w| {
+            let f = schema.field(w.c);
+            let mut got = 0usize;
+            fill(w.c, &mut |a: ArrayRef| {
+                if a.data_type() != f.data_type() {
+                    return Err(Error::internal(format!("column {}: got {}, expected {}", f.name(), a.data_type(), f.data_type())));
+                }
+                got += a.len();
+                w.push(a);
+                w.flush(false, schema)
+            })?;
+            if got != rows {
+                return Err(Error::internal(format!("column {}: got {got} rows, expected {rows}", f.name())));
+            }
+            Ok(())
+        })?;
+        self.rows = rows;
+        Ok(())
     }
-    finish_index(&mut marks);
-    // primary.idx: first row of each granule, for each sort-key column.
-    let firsts = UInt32Array::from((0..granules).map(|g| (g * gr) as u32).collect::<Vec<_>>());
-    let mut primary = index_header(PRIMARY_MAGIC, layout.sort_key.len(), granules);
-    for &k in &layout.sort_key {
-        let col = match perm {
-            Some(p) => take(get(k)?.as_ref(), p, None)?,
-            None => get(k)?,
-        };
-        let first = take(col.as_ref(), &firsts, None)?;
-        block::write_block(first.as_ref(), Codec::None, false, &mut primary).map_err(Error::Internal)?;
-    }
-    finish_index(&mut primary);
-    // minmax.idx
-    let mut minmax = index_header(MINMAX_MAGIC, ncols, granules);
-    for o in &outs {
-        block::write_block(o.mins.as_ref(), Codec::None, false, &mut minmax).map_err(Error::Internal)?;
-        block::write_block(o.maxs.as_ref(), Codec::None, false, &mut minmax).map_err(Error::Internal)?;
-    }
-    finish_index(&mut minmax);
-    // bloom.idx: column list, then per column and granule a word count and the words.
-    let mut bloom = index_header(BLOOM_MAGIC, layout.bloom.len(), granules);
-    for &c in &layout.bloom {
-        bloom.extend_from_slice(&(c as u32).to_le_bytes());
-    }
-    for &c in &layout.bloom {
-        for words in &outs[c].blooms {
-            bloom.extend_from_slice(&(words.len() as u32).to_le_bytes());
-            for w in words {
-                bloom.extend_from_slice(&w.to_le_bytes());
+
+    /// Writes the last granules, the index files, `meta.json` and `checksums.txt`, and
+    /// fsyncs everything.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file; [`Error::Internal`] for a part without rows.
+    pub(crate) fn finish(mut self) -> Result<()> {
+        if self.rows == 0 {
+            return Err(Error::internal("a part needs at least one row"));
+        }
+        let schema = self.layout.schema.clone();
+        self.columns.par_iter_mut().try_for_each(|w| w.flush(true, &schema).and_then(|()| w.close()))?;
+        let (dir, layout, outs, rows) = (&self.dir, &self.layout, &self.columns, self.rows);
+        let ncols = schema.fields().len();
+        let gr = layout.granule_rows;
+        let granules = granule_count(rows, gr);
+        let mut files: Vec<(String, u64, u64)> = Vec::new();
+        for (c, o) in outs.iter().enumerate() {
+            files.push((format!("c{c}.bin"), o.len, o.hasher.digest()));
+        }
+        // marks.mrk
+        let mut marks = Vec::with_capacity(16 + ncols * granules * 12 + 8);
+        marks.extend_from_slice(MARKS_MAGIC);
+        for v in [FORMAT_VERSION, ncols as u32, granules as u32] {
+            marks.extend_from_slice(&v.to_le_bytes());
+        }
+        for o in outs {
+            for &(off, row) in &o.marks {
+                marks.extend_from_slice(&off.to_le_bytes());
+                marks.extend_from_slice(&row.to_le_bytes());
             }
         }
+        finish_index(&mut marks);
+        // primary.idx: first row of each granule, for each sort-key column.
+        let mut primary = index_header(PRIMARY_MAGIC, layout.sort_key.len(), granules);
+        for &k in &layout.sort_key {
+            let first = concat_pieces(&outs[k].firsts, || format!("primary index of column {}", schema.field(k).name()))?;
+            block::write_block(first.as_ref(), Codec::None, false, &mut primary).map_err(Error::Internal)?;
+        }
+        finish_index(&mut primary);
+        // minmax.idx
+        let mut minmax = index_header(MINMAX_MAGIC, ncols, granules);
+        for (c, o) in outs.iter().enumerate() {
+            for side in [&o.mins, &o.maxs] {
+                let a = concat_pieces(side, || format!("min/max index of column {}", schema.field(c).name()))?;
+                block::write_block(a.as_ref(), Codec::None, false, &mut minmax).map_err(Error::Internal)?;
+            }
+        }
+        finish_index(&mut minmax);
+        // bloom.idx: column list, then per column and granule a word count and the words.
+        let mut bloom = index_header(BLOOM_MAGIC, layout.bloom.len(), granules);
+        for &c in &layout.bloom {
+            bloom.extend_from_slice(&(c as u32).to_le_bytes());
+        }
+        for &c in &layout.bloom {
+            for words in &outs[c].blooms {
+                bloom.extend_from_slice(&(words.len() as u32).to_le_bytes());
+                for w in words {
+                    bloom.extend_from_slice(&w.to_le_bytes());
+                }
+            }
+        }
+        finish_index(&mut bloom);
+        let meta = PartMeta {
+            format_version: FORMAT_VERSION,
+            rows,
+            granule_rows: gr,
+            granules,
+            columns: schema
+                .fields()
+                .iter()
+                .zip(&layout.codecs)
+                .map(|(f, codec)| ColumnMeta {
+                    name: f.name().clone(),
+                    data_type: type_name(f.data_type()).unwrap_or("?").to_string(),
+                    nullable: f.is_nullable(),
+                    codec: *codec,
+                })
+                .collect(),
+            sort_key: layout.sort_key.clone(),
+        };
+        let meta = serde_json::to_vec_pretty(&meta).map_err(|e| Error::internal(format!("meta.json: {e}")))?;
+        for (name, bytes) in [
+            ("marks.mrk", &marks),
+            ("primary.idx", &primary),
+            ("minmax.idx", &minmax),
+            ("bloom.idx", &bloom),
+            ("meta.json", &meta),
+        ] {
+            write_synced(&dir.join(name), bytes)?;
+            files.push((name.to_string(), bytes.len() as u64, xxhash_rust::xxh3::xxh3_64(bytes)));
+        }
+        let mut sums = format!("tessera part format {FORMAT_VERSION}\n");
+        for (name, len, hash) in &files {
+            sums.push_str(&format!("{name}\t{len}\t{hash:016x}\n"));
+        }
+        let self_hash = xxhash_rust::xxh3::xxh3_64(sums.as_bytes());
+        sums.push_str(&format!("end\t{self_hash:016x}\n"));
+        write_synced(&dir.join("checksums.txt"), sums.as_bytes())?;
+        sync_dir(dir)
     }
-    finish_index(&mut bloom);
-    let meta = PartMeta {
-        format_version: FORMAT_VERSION,
-        rows,
-        granule_rows: gr,
-        granules,
-        columns: schema
-            .fields()
-            .iter()
-            .zip(&layout.codecs)
-            .map(|(f, codec)| ColumnMeta {
-                name: f.name().clone(),
-                data_type: type_name(f.data_type()).unwrap_or("?").to_string(),
-                nullable: f.is_nullable(),
-                codec: *codec,
-            })
-            .collect(),
-        sort_key: layout.sort_key.clone(),
-    };
-    let meta = serde_json::to_vec_pretty(&meta).map_err(|e| Error::internal(format!("meta.json: {e}")))?;
-    for (name, bytes) in
-        [("marks.mrk", &marks), ("primary.idx", &primary), ("minmax.idx", &minmax), ("bloom.idx", &bloom), ("meta.json", &meta)]
-    {
-        write_synced(&dir.join(name), bytes)?;
-        files.push((name.to_string(), bytes.len() as u64, xxhash_rust::xxh3::xxh3_64(bytes)));
+}
+
+/// One column file of a [`PartWriter`]: rows not yet cut into blocks, and what the index
+/// files need of the granules written.
+struct ColumnWriter {
+    c: usize,
+    path: PathBuf,
+    file: std::io::BufWriter<File>,
+    /// xxh3 of the bytes written so far (streaming; equals `xxh3_64` of the whole file).
+    hasher: xxhash_rust::xxh3::Xxh3Default,
+    /// Bytes written so far.
+    len: u64,
+    codec: Codec,
+    encodings: bool,
+    granule_rows: usize,
+    with_bloom: bool,
+    is_key: bool,
+    /// Rows received but not written, in order; `pending_rows` in all.
+    pending: VecDeque<ArrayRef>,
+    pending_rows: usize,
+    /// Per granule written: (byte offset of its block, first row inside the block).
+    marks: Vec<(u64, u32)>,
+    /// Per granule: one-row min and max arrays (copies, not slices of the data).
+    mins: Vec<ArrayRef>,
+    maxs: Vec<ArrayRef>,
+    blooms: Vec<Vec<u64>>,
+    /// Sort-key columns: a one-row copy of each granule's first row.
+    firsts: Vec<ArrayRef>,
+    /// Scratch buffer of one encoded block.
+    block: Vec<u8>,
+}
+
+impl ColumnWriter {
+    fn create(dir: &Path, c: usize, layout: &Layout) -> Result<ColumnWriter> {
+        let path = dir.join(format!("c{c}.bin"));
+        let file = File::create(&path).map_err(io(&path))?;
+        Ok(ColumnWriter {
+            c,
+            path,
+            file: std::io::BufWriter::with_capacity(1 << 20, file),
+            hasher: xxhash_rust::xxh3::Xxh3Default::new(),
+            len: 0,
+            codec: layout.codecs[c],
+            encodings: layout.encodings,
+            granule_rows: layout.granule_rows,
+            with_bloom: layout.bloom.contains(&c),
+            is_key: layout.sort_key.contains(&c),
+            pending: VecDeque::new(),
+            pending_rows: 0,
+            marks: Vec::new(),
+            mins: Vec::new(),
+            maxs: Vec::new(),
+            blooms: Vec::new(),
+            firsts: Vec::new(),
+            block: Vec::new(),
+        })
     }
-    let mut sums = format!("tessera part format {FORMAT_VERSION}\n");
-    for (name, len, hash) in &files {
-        sums.push_str(&format!("{name}\t{len}\t{hash:016x}\n"));
+
+    fn push(&mut self, a: ArrayRef) {
+        if !a.is_empty() {
+            self.pending_rows += a.len();
+            self.pending.push_back(a);
+        }
     }
-    let self_hash = xxhash_rust::xxh3::xxh3_64(sums.as_bytes());
-    sums.push_str(&format!("end\t{self_hash:016x}\n"));
-    write_synced(&dir.join("checksums.txt"), sums.as_bytes())?;
-    sync_dir(dir)
+
+    /// Writes every full morsel of pending rows (`last`: and the rest).
+    fn flush(&mut self, last: bool, schema: &Schema) -> Result<()> {
+        let morsel = self.granule_rows.saturating_mul(GRANULES_PER_MORSEL);
+        while self.pending_rows >= morsel || (last && self.pending_rows > 0) {
+            let n = morsel.min(self.pending_rows);
+            self.write_morsel(n, schema)?;
+        }
+        Ok(())
+    }
+
+    /// The next `n` pending rows as one array.
+    fn take(&mut self, n: usize, schema: &Schema) -> Result<ArrayRef> {
+        let mut pieces = Vec::new();
+        let mut need = n;
+        while need > 0 {
+            let a = self.pending.pop_front().ok_or_else(|| Error::internal("column writer: fewer pending rows than counted"))?;
+            if a.len() <= need {
+                need -= a.len();
+                pieces.push(a);
+            } else {
+                pieces.push(a.slice(0, need));
+                self.pending.push_front(a.slice(need, a.len() - need));
+                need = 0;
+            }
+        }
+        self.pending_rows -= n;
+        concat_pieces(&pieces, || format!("column {}", schema.field(self.c).name()))
+    }
+
+    /// Writes `n` rows (a morsel, or the part's last rows) as granules grouped into blocks:
+    /// a block is closed at the first granule boundary where it holds at least
+    /// [`MIN_BLOCK_BYTES`] uncompressed bytes, or at the morsel's end.
+    fn write_morsel(&mut self, n: usize, schema: &Schema) -> Result<()> {
+        let gr = self.granule_rows;
+        let one = UInt32Array::from(vec![0u32]);
+        let (mut block, mut bytes, mut block_rows, mut done) = (Vec::new(), 0, 0, 0);
+        while done < n {
+            let len = gr.min(n - done);
+            let gran = self.take(len, schema)?;
+            bytes += block::plain_size(gran.as_ref());
+            let (lo, hi) = min_max(gran.as_ref())?;
+            self.mins.push(lo);
+            self.maxs.push(hi);
+            if self.with_bloom {
+                self.blooms.push(bloom_of(gran.as_ref()));
+            }
+            if self.is_key {
+                // A copy: a one-row slice would keep the whole granule's buffers alive.
+                self.firsts.push(take(gran.as_ref(), &one, None)?);
+            }
+            self.marks.push((self.len, block_rows as u32));
+            block_rows += len;
+            done += len;
+            block.push(gran);
+            if done >= n || bytes >= MIN_BLOCK_BYTES {
+                let arr = concat_pieces(&block, || format!("column {}", schema.field(self.c).name()))?;
+                self.block.clear();
+                block::write_block(arr.as_ref(), self.codec, self.encodings, &mut self.block)
+                    .map_err(|e| Error::InvalidArgument(format!("column {}: {e}", self.c)))?;
+                self.file.write_all(&self.block).map_err(io(&self.path))?;
+                self.hasher.update(&self.block);
+                self.len += self.block.len() as u64;
+                block.clear();
+                (bytes, block_rows) = (0, 0);
+            }
+        }
+        Ok(())
+    }
+
+    /// Flushes and fsyncs the file.
+    fn close(&mut self) -> Result<()> {
+        self.file.flush().map_err(io(&self.path))?;
+        self.file.get_ref().sync_all().map_err(io(&self.path))
+    }
 }
 
 fn index_header(magic: &[u8; 4], n: usize, granules: usize) -> Vec<u8> {
@@ -358,51 +569,6 @@ fn index_header(magic: &[u8; 4], n: usize, granules: usize) -> Vec<u8> {
 fn finish_index(v: &mut Vec<u8>) {
     let h = xxhash_rust::xxh3::xxh3_64(v);
     v.extend_from_slice(&h.to_le_bytes());
-}
-
-fn write_column(dir: &Path, c: usize, col: &ArrayRef, layout: &Layout, gr: usize) -> Result<ColumnOut> {
-    let (codec, encodings) = (layout.codecs[c], layout.encodings);
-    let with_bloom = layout.bloom.contains(&c);
-    let mut blooms = Vec::new();
-    let path = dir.join(format!("c{c}.bin"));
-    let rows = col.len();
-    let granules = granule_count(rows, gr);
-    let mut buf = Vec::new();
-    let mut marks = Vec::with_capacity(granules);
-    let mut mins = Vec::with_capacity(granules);
-    let mut maxs = Vec::with_capacity(granules);
-    let mut g = 0;
-    while g < granules {
-        let start = g * gr;
-        let mut end_g = g;
-        let mut bytes = 0;
-        // Grow the block granule by granule until it is big enough or hits a morsel boundary.
-        loop {
-            let s = end_g * gr;
-            let len = gr.min(rows - s);
-            let gran = col.slice(s, len);
-            bytes += block::plain_size(gran.as_ref());
-            let (lo, hi) = min_max(gran.as_ref())?;
-            if with_bloom {
-                blooms.push(bloom_of(gran.as_ref()));
-            }
-            mins.push(lo);
-            maxs.push(hi);
-            marks.push((buf.len() as u64, (s - start) as u32));
-            end_g += 1;
-            if end_g >= granules || bytes >= MIN_BLOCK_BYTES || end_g % GRANULES_PER_MORSEL == 0 {
-                break;
-            }
-        }
-        let end = (end_g * gr).min(rows);
-        block::write_block(col.slice(start, end - start).as_ref(), codec, encodings, &mut buf)
-            .map_err(|e| Error::InvalidArgument(format!("column {c}: {e}")))?;
-        g = end_g;
-    }
-    write_synced(&path, &buf)?;
-    let mins = concat(&mins.iter().map(|a| a.as_ref()).collect::<Vec<_>>())?;
-    let maxs = concat(&maxs.iter().map(|a| a.as_ref()).collect::<Vec<_>>())?;
-    Ok(ColumnOut { marks, mins, maxs, file_len: buf.len() as u64, hash: xxhash_rust::xxh3::xxh3_64(&buf), blooms })
 }
 
 /// Minimum and maximum of the non-NULL values of `arr`, as one-row arrays (NULL when all
@@ -702,6 +868,40 @@ impl Part {
         self.granule_rows.min(self.rows - g * self.granule_rows)
     }
 
+    /// The granule after the last one of column `c` stored in the block that holds granule
+    /// `g` (`g < granules`): reading up to it decodes no block twice.
+    pub(crate) fn block_end(&self, c: usize, g: usize) -> usize {
+        let marks = &self.marks[c];
+        let mut end = g + 1;
+        while end < self.granules && marks[end].0 == marks[g].0 {
+            end += 1;
+        }
+        end
+    }
+
+    /// Drops the pages of the blocks of column `c` from granule `g0`'s block up to (not
+    /// including) granule `g1`'s block (`g1 == granules`: to the end) from this process's
+    /// page tables, keeping them in the OS page cache. A merge reads each input part once,
+    /// front to back: without this the resident set grows by every input byte read through
+    /// the maps. Only a hint: errors are ignored.
+    pub(crate) fn release(&self, c: usize, g0: usize, g1: usize) {
+        let (map, marks) = (&self.maps[c], &self.marks[c]);
+        if g0 >= g1 || g0 >= self.granules {
+            return;
+        }
+        let start = marks[g0].0 as usize;
+        let end = if g1 < self.granules { marks[g1].0 as usize } else { map.len() };
+        if start < end && end <= map.len() {
+            // SAFETY: `map` is a read-only MAP_SHARED mapping of a file (`Mmap::map`), never
+            // written (see `Part::open`). For a shared file mapping MADV_DONTNEED only
+            // removes page-table entries: a later access faults the same file bytes back in
+            // from the page cache (madvise(2)), so slices borrowed from the map, here or in
+            // concurrent queries, keep reading the same bytes. memmap2 checks the range
+            // against the map and aligns its start down to a page.
+            let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start) };
+        }
+    }
+
     /// Decodes rows of granules `g0..g1` of column `c`, verifying every block read.
     ///
     /// # Errors
@@ -738,7 +938,7 @@ impl Part {
         }
         match pieces.len() {
             1 => Ok(pieces.pop().expect("one piece")),
-            _ => Ok(concat(&pieces.iter().map(|a| a.as_ref()).collect::<Vec<_>>())?),
+            _ => concat_pieces(&pieces, || format!("column {} of part {}, granules {g0}..{g1}", field.name(), self.name)),
         }
     }
 }

@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use arrow::array::{ArrayRef, RecordBatch};
-use arrow::compute::concat;
 use arrow::datatypes::{Field, Schema, SchemaRef};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -16,7 +15,8 @@ use tessera_common::{ColumnRange, ColumnSource, Error, PrunedSource, RangeValue,
 use crate::block::Codec;
 use crate::cache::{BlockCache, DEFAULT_BLOCK_CACHE_BYTES};
 use crate::manifest::{self, MANIFEST, Manifest};
-use crate::part::{self, GRANULES_PER_MORSEL, Layout, Part, Stats, parse_type, sync_dir, type_name, write_part, write_synced};
+use crate::merge;
+use crate::part::{self, GRANULES_PER_MORSEL, Layout, Part, Stats, parse_type, sync_dir, type_name, write_synced};
 
 /// Rows per granule unless a table says otherwise (ClickHouse's `index_granularity`).
 pub const DEFAULT_GRANULE_ROWS: usize = 8192;
@@ -520,7 +520,8 @@ impl DiskTable {
     }
 
     /// Inserts `batches` (schema equal to the table's) as one new part, sorted by the sort
-    /// key. Returns when the part is durable. Empty input writes nothing.
+    /// key. Returns when the part is durable. Empty input writes nothing. The batches are
+    /// never concatenated: a string column may hold more than 2 GiB in all.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a schema mismatch; [`Error::Io`].
@@ -535,52 +536,56 @@ impl DiskTable {
                 )));
             }
         }
-        let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
-        let col = |c: usize| -> Result<ArrayRef> {
-            let parts: Vec<&dyn arrow::array::Array> = batches.iter().map(|b| b.column(c).as_ref()).collect();
-            Ok(concat(&parts)?)
-        };
-        self.insert_columns(rows, &col, &|_| {})
+        let columns: Vec<Vec<ArrayRef>> = (0..self.schema.fields().len())
+            .map(|c| batches.iter().filter(|b| b.num_rows() > 0).map(|b| b.column(c).clone()).collect())
+            .collect();
+        self.insert_chunks(&columns, &|_| {})
     }
 
-    /// Inserts `rows` rows given column by column: `get(c)` returns all rows of column `c`
-    /// (called from several threads, about twice for sort-key columns, once for others, so
-    /// only a few columns are in memory at a time). `done(c)` reports progress.
+    /// Inserts one block of rows given as chunked columns as one new part: `columns[c]` is
+    /// column `c` of the table in chunks, every column cut into the same chunk lengths (a
+    /// Parquet row group's batches, a TSV block's chunks). The rows are sorted by the sort
+    /// key (stable) and written morsel by morsel ([`crate::merge`]): nothing is
+    /// concatenated into one array per column, so a column may pass arrow's 2 GiB of
+    /// string offsets as long as each granule stays under it. `progress(rows)` reports rows
+    /// written. Returns when the part is durable; no rows write nothing. Memory: the input,
+    /// the sort keys (~1 byte + width per key column per row) and 4 bytes per row.
     ///
     /// # Errors
-    /// As [`DiskTable::insert`], plus errors of `get`.
-    pub fn insert_columns(
-        &self,
-        rows: usize,
-        get: &(dyn Fn(usize) -> Result<ArrayRef> + Sync),
-        done: &(dyn Fn(usize) + Sync),
-    ) -> Result<()> {
-        if rows == 0 {
-            return Ok(());
+    /// [`Error::InvalidArgument`] for a column count, type or NOT NULL mismatch, chunk
+    /// lengths that differ between columns, more than 2^32-1 rows, or a granule over 2 GiB
+    /// of strings; [`Error::Io`]. On error no part is added (the temporary directory is
+    /// removed).
+    pub fn insert_chunks(&self, columns: &[Vec<ArrayRef>], progress: &(dyn Fn(usize) + Sync)) -> Result<()> {
+        let fields = self.schema.fields();
+        if columns.len() != fields.len() {
+            return Err(Error::InvalidArgument(format!(
+                "table {}: {} columns inserted, the table has {}",
+                self.name,
+                columns.len(),
+                fields.len()
+            )));
         }
-        let checked = |c: usize| -> Result<ArrayRef> {
-            let a = get(c)?;
-            let f = self.schema.field(c);
-            if a.data_type() != f.data_type() || (!f.is_nullable() && a.null_count() > 0) {
+        for (f, chunks) in fields.iter().zip(columns) {
+            let nulls = chunks.iter().any(|a| a.null_count() > 0);
+            if let Some(a) = chunks.iter().find(|a| a.data_type() != f.data_type()).or(chunks.first().filter(|_| nulls && !f.is_nullable())) {
                 return Err(Error::InvalidArgument(format!(
                     "table {}: column {} got {} {}, expected {}{}",
                     self.name,
                     f.name(),
                     a.data_type(),
-                    if a.null_count() > 0 { "with NULLs" } else { "" },
+                    if nulls { "with NULLs" } else { "" },
                     f.data_type(),
                     if f.is_nullable() { "" } else { " NOT NULL" }
                 )));
             }
-            Ok(a)
-        };
-        let keys = self.layout.sort_key.iter().map(|&k| checked(k)).collect::<Result<Vec<_>>>()?;
-        let perm = part::sort_permutation(&keys)?;
-        drop(keys);
+        }
+        if columns.first().is_none_or(|c| c.iter().all(|a| a.is_empty())) {
+            return Ok(());
+        }
         let tmp = self.dir.join(tmp_name("insert"));
         std::fs::create_dir(&tmp).map_err(io(&tmp))?;
-        let written = write_part(&tmp, &self.layout, rows, perm.as_ref(), &checked, done);
-        if let Err(e) = written {
+        if let Err(e) = merge::write_sorted(&tmp, &self.layout, columns, progress) {
             let _ = std::fs::remove_dir_all(&tmp);
             return Err(e);
         }
@@ -643,7 +648,10 @@ impl DiskTable {
     }
 
     /// Merges all current parts into one (`OPTIMIZE TABLE`): the new part is written beside
-    /// them and swapped in atomically; queries running meanwhile keep their snapshot.
+    /// them and swapped in atomically; queries running meanwhile keep their snapshot. The
+    /// merge is a k-way streaming merge on the sort key ([`crate::merge`]): memory is
+    /// bounded by (columns x parts x about one block), never a whole column; rows with equal
+    /// keys keep part order, then row order.
     /// Returns whether a merge happened (false with fewer than two parts).
     ///
     /// # Errors
@@ -659,17 +667,10 @@ impl DiskTable {
             max: parts.iter().map(|(k, _)| k.0.max).max().unwrap_or(0),
             level: parts.iter().map(|(k, _)| k.0.level).max().unwrap_or(0) + 1,
         };
-        let rows: usize = parts.iter().map(|(_, p)| p.rows).sum();
-        let get = |c: usize| -> Result<ArrayRef> {
-            let pieces = parts.iter().map(|(_, p)| p.read_granules(c, 0, p.granules)).collect::<Result<Vec<_>>>()?;
-            Ok(concat(&pieces.iter().map(|a| a.as_ref()).collect::<Vec<_>>())?)
-        };
-        let keys = self.layout.sort_key.iter().map(|&k| get(k)).collect::<Result<Vec<_>>>()?;
-        let perm = part::sort_permutation(&keys)?;
-        drop(keys);
+        let inputs: Vec<Arc<Part>> = parts.iter().map(|(_, p)| p.clone()).collect();
         let tmp = self.dir.join(tmp_name("merge"));
         std::fs::create_dir(&tmp).map_err(io(&tmp))?;
-        if let Err(e) = write_part(&tmp, &self.layout, rows, perm.as_ref(), &get, &|_| {}) {
+        if let Err(e) = merge::merge_parts(&tmp, &self.layout, &inputs) {
             let _ = std::fs::remove_dir_all(&tmp);
             return Err(e);
         }

@@ -98,8 +98,11 @@ pub(crate) enum LoadGranularity {
 /// * [`Error::Corrupt`] if it is not a Parquet file or its footer is bad, or `target` names
 ///   a type the file column cannot be
 ///   converted to.
-/// * [`Error::NotImplemented`] naming the column and type for a file type without mapping
-///   (nested, Boolean, Decimal, Time...).
+/// * [`Error::NotImplemented`] naming the columns and types when no column has a type with
+///   a mapping (nested, Boolean, Decimal, Time...), or when `target` names such a column.
+///   Otherwise columns of such types are left out of the table (a query naming one gets
+///   [`Error::UnknownColumn`]) and listed by [`ParquetSource::skipped_columns`], so a file
+///   with, say, one Boolean column still serves queries over its other columns.
 /// * [`Error::InvalidArgument`] if `target` has a type Tessera does not execute on, or the
 ///   file has no columns.
 pub fn open_parquet(name: &str, path: &Path, target: Option<SchemaRef>) -> Result<Table> {
@@ -124,6 +127,12 @@ pub struct ParquetSource {
     row_group_chunks: Vec<Vec<usize>>,
     /// `row_group_chunks` flattened: the table's chunk lengths.
     chunk_lens: Vec<usize>,
+    /// File root (top-level field) index of each table column.
+    roots: Vec<usize>,
+    /// File leaf (column chunk) index of each table column.
+    leaves: Vec<usize>,
+    /// File columns left out of the table: name and file type.
+    skipped: Vec<(String, arrow::datatypes::DataType)>,
     granularity: LoadGranularity,
 }
 
@@ -170,16 +179,39 @@ impl ParquetSource {
         if let Some(target) = target {
             check_target(path, file_schema, target)?;
         }
+        let parquet_meta = metadata.metadata();
+        let descr = parquet_meta.file_metadata().schema_descr();
+        // The leaf of each top-level field; nested fields have several (or a repeated one).
+        let mut leaf_of_root = vec![None; file_schema.fields().len()];
+        let mut leaf_count = vec![0usize; file_schema.fields().len()];
+        for leaf in 0..descr.num_columns() {
+            let r = descr.get_column_root_idx(leaf);
+            if r < leaf_of_root.len() {
+                leaf_of_root[r] = Some(leaf);
+                leaf_count[r] += 1;
+            }
+        }
+        let unsupported = |f: &Field| {
+            format!(
+                "Parquet column {} of type {} in {}",
+                f.name(),
+                f.data_type(),
+                path.display()
+            )
+        };
         let mut fields = Vec::with_capacity(file_schema.fields().len());
-        for f in file_schema.fields() {
-            let native = convert::native_type(f.data_type()).ok_or_else(|| {
-                Error::not_implemented(format!(
-                    "Parquet column {} of type {} in {}",
-                    f.name(),
-                    f.data_type(),
-                    path.display()
-                ))
-            })?;
+        let (mut roots, mut leaves, mut skipped) = (Vec::new(), Vec::new(), Vec::new());
+        for (r, f) in file_schema.fields().iter().enumerate() {
+            let leaf = leaf_of_root[r].filter(|_| leaf_count[r] == 1);
+            let Some((native, leaf)) = convert::native_type(f.data_type()).zip(leaf) else {
+                if target.is_some_and(|t| find_field(t, f.name()).is_some()) {
+                    return Err(Error::not_implemented(unsupported(f)));
+                }
+                skipped.push((f.name().clone(), f.data_type().clone()));
+                continue;
+            };
+            roots.push(r);
+            leaves.push(leaf);
             let mut nullable = f.is_nullable();
             let mut table_type = native.clone();
             if let Some(t) = target.and_then(|t| find_field(t, f.name())) {
@@ -198,14 +230,11 @@ impl ParquetSource {
             }
             fields.push(Field::new(f.name(), table_type, nullable));
         }
-        let parquet_meta = metadata.metadata();
-        let descr = parquet_meta.file_metadata().schema_descr();
-        if descr.num_columns() != fields.len() {
-            return Err(Error::internal(format!(
-                "{}: {} leaf columns for {} flat top-level fields",
-                path.display(),
-                descr.num_columns(),
-                fields.len()
+        if fields.is_empty() {
+            let all: Vec<String> = file_schema.fields().iter().map(|f| unsupported(f)).collect();
+            return Err(Error::not_implemented(format!(
+                "no column of a supported type: {}",
+                all.join("; ")
             )));
         }
 
@@ -213,18 +242,18 @@ impl ParquetSource {
         for (g, rg) in parquet_meta.row_groups().iter().enumerate() {
             let rows = usize::try_from(rg.num_rows())
                 .map_err(|_| corrupt(path, format!("row group {g}: {} rows", rg.num_rows())))?;
-            if rg.num_columns() != fields.len() {
+            if rg.num_columns() != descr.num_columns() {
                 return Err(corrupt(
                     path,
                     format!(
                         "row group {g}: {} columns, schema has {}",
                         rg.num_columns(),
-                        fields.len()
+                        descr.num_columns()
                     ),
                 ));
             }
-            for (c, field) in fields.iter().enumerate() {
-                column_chunk_range(path, file_len, g, field.name(), rg.column(c))?;
+            for (field, &leaf) in fields.iter().zip(&leaves) {
+                column_chunk_range(path, file_len, g, field.name(), rg.column(leaf))?;
             }
             row_group_chunks.push(split_rows(rows));
         }
@@ -237,6 +266,9 @@ impl ParquetSource {
             schema: Arc::new(Schema::new(fields)),
             row_group_chunks,
             chunk_lens,
+            roots,
+            leaves,
+            skipped,
             granularity: LoadGranularity::PerColumnChunk,
         })
     }
@@ -254,6 +286,39 @@ impl ParquetSource {
     /// The file read.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// File columns left out of the table because Tessera has no type for them (nested,
+    /// Boolean, Decimal, Time...): name and file type, in file order. Empty for most files.
+    pub fn skipped_columns(&self) -> &[(String, arrow::datatypes::DataType)] {
+        &self.skipped
+    }
+
+    /// Rows of each row group, in file order.
+    pub fn row_group_rows(&self) -> Vec<usize> {
+        self.row_group_chunks.iter().map(|c| c.iter().sum()).collect()
+    }
+
+    /// Decodes columns `indices` of the row groups `groups` only (a loader streams the
+    /// file this way, a block of row groups at a time): `result[i]` is column
+    /// `indices[i]` as the chunks of those row groups, in order; every column gets the
+    /// same chunk lengths. (Row group, column) pairs are decoded in parallel on the rayon
+    /// pool.
+    ///
+    /// # Errors
+    /// As [`ColumnSource::load_columns`]; [`Error::Internal`] for a row group out of range.
+    pub fn load_row_groups(
+        &self,
+        indices: &[usize],
+        groups: std::ops::Range<usize>,
+    ) -> Result<Vec<Vec<ArrayRef>>> {
+        if groups.end > self.row_group_chunks.len() {
+            return Err(Error::internal(format!(
+                "row groups {groups:?} out of range (0..{})",
+                self.row_group_chunks.len()
+            )));
+        }
+        self.load_groups(indices, groups)
     }
 
     /// Forces a task granularity (tests and benchmarks).
@@ -276,7 +341,7 @@ impl ParquetSource {
         let mut ranges = Vec::with_capacity(cols.len());
         for &c in cols {
             let (start, len) =
-                column_chunk_range(path, self.file_len, g, fields[c].name(), rg.column(c))?;
+                column_chunk_range(path, self.file_len, g, fields[c].name(), rg.column(self.leaves[c]))?;
             let mut buf = vec![0; len];
             read_exact_at(&self.file, &mut buf, start).map_err(|source| {
                 if source.kind() == std::io::ErrorKind::UnexpectedEof {
@@ -300,7 +365,11 @@ impl ParquetSource {
         let expected = &self.row_group_chunks[g];
 
         guard(path, what, || {
-            let mask = ProjectionMask::roots(self.metadata.parquet_schema(), cols.iter().copied());
+            // Table columns map to increasing file roots: the batch keeps `cols`' order.
+            let mask = ProjectionMask::roots(
+                self.metadata.parquet_schema(),
+                cols.iter().map(|&c| self.roots[c]),
+            );
             let reader =
                 ParquetRecordBatchReaderBuilder::new_with_metadata(bytes, self.metadata.clone())
                     .with_row_groups(vec![g])
@@ -376,6 +445,17 @@ impl ColumnSource for ParquetSource {
     /// on a bad page, a value out of the target type's range, or NULLs in a NOT NULL target
     /// column; [`Error::Internal`] for an index out of range.
     fn load_columns(&self, indices: &[usize]) -> Result<Vec<Vec<ArrayRef>>> {
+        self.load_groups(indices, 0..self.row_group_chunks.len())
+    }
+}
+
+impl ParquetSource {
+    /// [`ColumnSource::load_columns`] restricted to the row groups `groups` (in range).
+    fn load_groups(
+        &self,
+        indices: &[usize],
+        groups: std::ops::Range<usize>,
+    ) -> Result<Vec<Vec<ArrayRef>>> {
         let n = self.schema.fields().len();
         if let Some(bad) = indices.iter().find(|&&i| i >= n) {
             return Err(Error::internal(format!(
@@ -385,8 +465,7 @@ impl ColumnSource for ParquetSource {
         let mut wanted = indices.to_vec();
         wanted.sort_unstable();
         wanted.dedup();
-        let row_groups =
-            (0..self.row_group_chunks.len()).filter(|&g| !self.row_group_chunks[g].is_empty());
+        let row_groups = groups.filter(|&g| !self.row_group_chunks[g].is_empty());
         let tasks: Vec<(usize, Vec<usize>)> = match self.granularity {
             LoadGranularity::PerColumnChunk => row_groups
                 .flat_map(|g| wanted.iter().map(move |&c| (g, vec![c])))

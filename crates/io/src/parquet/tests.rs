@@ -467,14 +467,44 @@ fn target_errors() {
     assert_eq!(column(&t, 2).null_count(), 1);
 }
 
+/// Columns of unsupported types are left out (and listed) when other columns remain; the
+/// remaining columns read correctly, also after a nested column (several leaves); only a
+/// file with no usable column, or a target naming such a column, is refused.
 #[test]
-fn unsupported_types_fail_at_open() {
+fn unsupported_types_are_skipped_unless_nothing_is_left() {
     let dir = tempfile::tempdir().unwrap();
-    let b = batch(vec![
-        ("a", Arc::new(Int32Array::from(vec![1])) as ArrayRef),
-        ("flag", Arc::new(BooleanArray::from(vec![true]))),
+    let list = ListArray::from_iter_primitive::<Int32Type, _, _>(vec![
+        Some(vec![Some(1), Some(2)]),
+        None,
+        Some(vec![]),
     ]);
-    let path = write(dir.path(), "bool.parquet", &b, 10);
+    let b = batch(vec![
+        ("a", Arc::new(Int32Array::from(vec![1, 2, 3])) as ArrayRef),
+        ("flag", Arc::new(BooleanArray::from(vec![true, false, true]))),
+        ("l", Arc::new(list)),
+        ("s", Arc::new(StringArray::from(vec!["x", "y", "z"]))),
+    ]);
+    let path = write(dir.path(), "bool.parquet", &b, 2);
+    let src = ParquetSource::open(&path, None).unwrap();
+    let names: Vec<&str> = src.skipped_columns().iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["flag", "l"]);
+    assert_eq!(src.skipped_columns()[0].1, DataType::Boolean);
+    let t = open_parquet("t", &path, None).unwrap();
+    let fields: Vec<&str> = t.schema().fields().iter().map(|f| f.name().as_str()).collect();
+    assert_eq!(fields, ["a", "s"]);
+    let a = column(&t, 0);
+    assert_eq!(a.as_primitive::<Int32Type>().values().to_vec(), vec![1, 2, 3]);
+    let s = column(&t, 1);
+    assert_eq!(s.as_string::<i32>().iter().flatten().collect::<Vec<_>>(), ["x", "y", "z"]);
+    // A target naming the Boolean column: refused, naming it.
+    let flag = Arc::new(Schema::new(vec![Field::new("flag", DataType::Int32, false)]));
+    let e = open_parquet("t", &path, Some(flag)).unwrap_err();
+    assert!(
+        matches!(&e, Error::NotImplemented(m) if m.contains("flag") && m.contains("Boolean")),
+        "{e}"
+    );
+    let b = batch(vec![("flag", Arc::new(BooleanArray::from(vec![true])) as ArrayRef)]);
+    let path = write(dir.path(), "onlybool.parquet", &b, 10);
     let e = open_parquet("t", &path, None).unwrap_err();
     assert!(
         matches!(&e, Error::NotImplemented(m) if m.contains("flag") && m.contains("Boolean")),
