@@ -17,7 +17,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, RecordBatch};
+use arrow::array::{ArrayRef, AsArray, RecordBatch};
 use arrow::compute::{SortColumn, SortOptions, concat_batches, lexsort_to_indices, take_record_batch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use rayon::prelude::*;
@@ -27,11 +27,12 @@ use tessera_common::{ColumnChunks, Error, Result, Settings};
 use crate::Profile;
 use crate::accum::{Accumulator, OrdVal};
 use crate::context::QueryContext;
+use crate::expr::{Expr, evaluate as evaluate_expr};
 use crate::filter::{evaluate, morsel_columns, selection};
 use crate::hashtable::GroupTable;
 use crate::partial::{Partial, Scratch, finalize_partitioned, scatter_ok};
 use crate::keys::{GroupKey, KeyReader, Layout, choose_layout, key_array};
-use crate::plan::{AggFunc, AggOutput, AggregatePlan, OrderLimit, SortKey};
+use crate::plan::{AggFunc, AggOutput, AggregatePlan, OrderLimit, ScalarExpr, SortKey};
 use crate::pool::run_morsels;
 use tessera_kernels::Kernels;
 
@@ -41,6 +42,9 @@ const MAX_TOP_N: usize = 100_000;
 struct Ctx<'a> {
     plan: &'a AggregatePlan,
     cols: &'a [Option<ColumnChunks>],
+    /// The computed group keys over every morsel, indexed like `plan.computed` (`None`
+    /// for expressions that are only aggregate inputs).
+    computed: &'a [Option<Vec<ArrayRef>>],
     settings: &'a Settings,
     pool: &'a rayon::ThreadPool,
     /// The kernel family of this query.
@@ -49,25 +53,36 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    /// The input column chunk of each aggregate for morsel `m` (`None` for COUNT(*)).
-    fn agg_inputs(&self, m: usize) -> Result<Vec<Option<&ArrayRef>>> {
-        self.plan
-            .aggs
-            .iter()
-            .map(|a| match a.input {
-                Some(c) => Ok(Some(&self.cols[c].as_ref().ok_or_else(|| Error::internal("agg input not loaded"))?[m])),
-                None => Ok(None),
-            })
-            .collect()
+    /// The input of each aggregate for morsel `m` of `len` rows (`None` for COUNT(*)):
+    /// the column's chunk, or the computed expression evaluated over the whole morsel.
+    fn agg_inputs(&self, m: usize, len: usize) -> Result<Vec<Option<ArrayRef>>> {
+        let mut morsel: Option<Vec<Option<ArrayRef>>> = None;
+        let mut done: Vec<(usize, ArrayRef)> = Vec::new();
+        let mut out = Vec::with_capacity(self.plan.aggs.len());
+        for a in &self.plan.aggs {
+            out.push(match a.input {
+                None => None,
+                Some(ScalarExpr::Column(c)) => {
+                    Some(self.cols[c].as_ref().ok_or_else(|| Error::internal("agg input not loaded"))?[m].clone())
+                }
+                Some(ScalarExpr::Computed(i)) => Some(match (&self.computed[i], done.iter().find(|(j, _)| *j == i)) {
+                    (Some(chunks), _) => chunks[m].clone(),
+                    (None, Some((_, arr))) => arr.clone(),
+                    (None, None) => {
+                        let cols = morsel.get_or_insert_with(|| morsel_columns(self.cols, m));
+                        let arr = evaluate_expr(&self.plan.computed[i], cols, len)?;
+                        done.push((i, arr.clone()));
+                        arr
+                    }
+                }),
+                Some(ScalarExpr::Minute(_)) => return Err(Error::internal("minute() as an aggregate input is planned as an expression")),
+            });
+        }
+        Ok(out)
     }
 
     fn new_accs(&self) -> Result<Vec<Accumulator>> {
-        let schema = self.plan.table.schema();
-        self.plan
-            .aggs
-            .iter()
-            .map(|a| Accumulator::new(a, a.input.map(|c| schema.field(c).data_type().clone())))
-            .collect()
+        self.plan.aggs.iter().map(|a| Accumulator::new(a, a.input.map(|e| self.plan.scalar_type(&e)))).collect()
     }
 }
 
@@ -100,7 +115,7 @@ fn with_key_tiebreak(plan: &AggregatePlan) -> AggregatePlan {
 /// `SELECT COUNT(*) [, COUNT(*) ..] FROM t` with no WHERE and no GROUP BY: the row count the
 /// table knows from its metadata (part row counts, Parquet footers), no column read.
 fn count_from_metadata(plan: &AggregatePlan) -> Result<Option<(RecordBatch, Profile)>> {
-    if plan.filter.is_some() || !plan.keys.is_empty() || plan.aggs.iter().any(|a| a.func != AggFunc::CountStar) {
+    if plan.filter.is_some() || plan.having.is_some() || !plan.keys.is_empty() || plan.aggs.iter().any(|a| a.func != AggFunc::CountStar) {
         return Ok(None);
     }
     let rows = plan.table.num_rows();
@@ -124,20 +139,28 @@ pub(crate) fn execute(
         return Ok(answer);
     }
     let plan = &with_key_tiebreak(plan);
-    let table = &plan.table;
-    let keys: Vec<_> = plan.keys.iter().map(|k| (*k, k.data_type(table))).collect();
-    let chunk = |c: usize| cols[c].as_ref().ok_or_else(|| Error::internal(format!("column {c} not loaded")));
+    let computed = materialize_keys(plan, cols, pool, query)?;
+    let keys: Vec<_> = plan.keys.iter().map(|k| (*k, plan.scalar_type(k))).collect();
+    let chunk = |k: &ScalarExpr| -> Result<&[ArrayRef]> {
+        match *k {
+            ScalarExpr::Computed(i) => computed[i].as_deref().ok_or_else(|| Error::internal("computed key not evaluated")),
+            k => cols[k.column()]
+                .as_deref()
+                .map(|c| c.as_slice())
+                .ok_or_else(|| Error::internal(format!("column {} not loaded", k.column()))),
+        }
+    };
     let mut has_nulls = Vec::with_capacity(keys.len());
     let mut chunks = Vec::with_capacity(keys.len());
     for (k, _) in &keys {
-        let c = chunk(k.column())?;
+        let c = chunk(k)?;
         has_nulls.push(c.iter().any(|a| a.null_count() > 0));
-        chunks.push(c.as_slice());
+        chunks.push(c);
     }
     let (layout, specs) = choose_layout(&keys, &has_nulls, settings.group_by_force_serialized);
     let kern = settings.kernels()?;
     let reader = KeyReader { specs, chunks, kern };
-    let ctx = Ctx { plan, cols, settings, pool, query, kern };
+    let ctx = Ctx { plan, cols, computed: &computed, settings, pool, query, kern };
     let r = &reader;
     let (batch, mut profile) = match layout {
         Layout::Unit => run::<(), _, _>(&ctx, |_, _, n, out| {
@@ -162,6 +185,47 @@ pub(crate) fn execute(
     Ok((batch, profile))
 }
 
+/// The computed expressions that are group keys, evaluated over every morsel in parallel
+/// (their arrays back the borrowed string keys for the whole query), indexed like
+/// `plan.computed`; `None` for expressions only used as aggregate inputs. Accounted in
+/// `query`.
+fn materialize_keys(
+    plan: &AggregatePlan,
+    cols: &[Option<ColumnChunks>],
+    pool: &rayon::ThreadPool,
+    query: &QueryContext,
+) -> Result<Vec<Option<Vec<ArrayRef>>>> {
+    let chunk_lens = plan.table.chunk_lens();
+    let mut out: Vec<Option<Vec<ArrayRef>>> = vec![None; plan.computed.len()];
+    for k in &plan.keys {
+        let ScalarExpr::Computed(i) = *k else { continue };
+        if out[i].is_some() {
+            continue;
+        }
+        let e: &Expr = &plan.computed[i];
+        let chunks: Vec<ArrayRef> = pool.install(|| {
+            (0..chunk_lens.len())
+                .into_par_iter()
+                .map(|m| {
+                    query.check_cancelled()?;
+                    evaluate_expr(e, &morsel_columns(cols, m), chunk_lens[m])
+                })
+                .collect::<Result<Vec<_>>>()
+        })?;
+        query.grow(chunks.iter().map(|a| a.get_array_memory_size()).sum(), "GROUP BY computed keys")?;
+        out[i] = Some(chunks);
+    }
+    Ok(out)
+}
+
+/// Keeps the rows of `batch` (the aggregation's output columns) where `having` is TRUE.
+fn apply_having(batch: RecordBatch, having: &Expr) -> Result<RecordBatch> {
+    let cols: Vec<Option<ArrayRef>> = batch.columns().iter().cloned().map(Some).collect();
+    let keep = evaluate_expr(having, &cols, batch.num_rows())?;
+    let keep = keep.as_boolean_opt().ok_or_else(|| Error::internal("HAVING of a non-boolean type"))?;
+    Ok(arrow::compute::filter_record_batch(&batch, &crate::expr::true_mask(keep))?)
+}
+
 struct Worker<K> {
     table: Partial<K>,
     keys: Vec<K>,
@@ -183,9 +247,19 @@ where
     let chunk_lens = plan.table.chunk_lens();
     ctx.new_accs()?; // validates the aggregate types once
     let new_accs = || ctx.new_accs().expect("validated above");
-    let input_chunks: Vec<Option<&[ArrayRef]>> =
-        plan.aggs.iter().map(|a| a.input.and_then(|c| ctx.cols[c].as_ref().map(|c| c.as_slice()))).collect();
-    let scatter = scatter_ok(&input_chunks);
+    let input_chunks: Vec<Option<&[ArrayRef]>> = plan
+        .aggs
+        .iter()
+        .map(|a| match a.input {
+            Some(ScalarExpr::Column(c)) => ctx.cols[c].as_ref().map(|c| c.as_slice()),
+            _ => None,
+        })
+        .collect();
+    // Computed inputs may hold NULLs and string states need their bytes: those aggregate
+    // through per-partition hash tables instead of scattered rows.
+    let scatter = scatter_ok(&input_chunks)
+        && new_accs().iter().all(|a| a.scatterable())
+        && plan.aggs.iter().all(|a| matches!(a.input, None | Some(ScalarExpr::Column(_))));
     let total_rows = plan.table.num_rows();
 
     // Phase 1: partial aggregation per worker.
@@ -216,7 +290,8 @@ where
             w.rows_in += n;
             extract(m, sel, n, &mut w.keys);
             K::hash_batch(&w.keys, ctx.kern, &mut w.hashes);
-            let inputs = ctx.agg_inputs(m)?;
+            let owned = ctx.agg_inputs(m, len)?;
+            let inputs: Vec<Option<&ArrayRef>> = owned.iter().map(|a| a.as_ref()).collect();
             // A worker may take any share of the morsels: reserve for all rows not yet
             // seen (an upper bound; capacity never touched costs address space only).
             let expect = total_rows.saturating_sub(w.rows_in - n);
@@ -289,6 +364,10 @@ where
             .collect::<Result<Vec<_>>>()
     })?;
     let batch = concat_batches(&schema, &batches)?;
+    let batch = match &plan.having {
+        Some(h) => apply_having(batch, h)?,
+        None => batch,
+    };
     ctx.query.grow(batch.get_array_memory_size(), "ORDER BY sort of the groups")?;
     let out = order_and_limit(batch, &plan.order, plan.visible)?;
     Ok((out, Profile { layout: None, groups, two_level, rows_in, hash_table_bytes, ..Profile::default() }))
@@ -317,7 +396,7 @@ fn output_schema<K: GroupKey>(ctx: &Ctx<'_>, finals: &[GroupTable<K>]) -> Result
         .iter()
         .map(|(name, src)| {
             let dt: DataType = match src {
-                AggOutput::Key(i) => plan.keys[*i].data_type(&plan.table),
+                AggOutput::Key(i) => plan.scalar_type(&plan.keys[*i]),
                 AggOutput::Agg(j) => accs[*j].clone(),
             };
             Field::new(name, dt, true)
@@ -371,6 +450,10 @@ fn select_groups<'k, K: GroupKey>(
     query: &QueryContext,
 ) -> Result<Vec<u32>> {
     let all = || Ok((0..t.len() as u32).collect());
+    if plan.having.is_some() {
+        // HAVING drops groups after this: every group is a candidate.
+        return all();
+    }
     let Some(limit) = order.limit.map(|l| l.saturating_add(order.offset)) else { return all() };
     if order.order_by.is_empty() {
         return Ok((0..t.len().min(limit) as u32).collect());

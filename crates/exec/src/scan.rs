@@ -281,7 +281,8 @@ fn chunk_starts(chunk_lens: &[usize]) -> Vec<u64> {
 /// The value of `e` for rows whose column `e.column()` is `arr`.
 fn project(e: &ScalarExpr, arr: ArrayRef, kern: &Kernels) -> ArrayRef {
     match e {
-        ScalarExpr::Column(_) => arr,
+        // The planner gives scans no computed outputs.
+        ScalarExpr::Column(_) | ScalarExpr::Computed(_) => arr,
         ScalarExpr::Minute(_) => {
             let mut mins = Vec::new();
             (kern.minute_of_hour)(arr.as_primitive::<TimestampSecondType>().values(), &mut mins);

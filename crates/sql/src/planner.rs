@@ -1,13 +1,15 @@
 //! AST to plan.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use arrow::datatypes::DataType;
 use sqlparser::ast::{
-    self, BinaryOperator, DateTimeField, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr,
+    self, BinaryOperator, DateTimeField, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, InTarget,
     LimitClause, ObjectName, OrderByKind, OrderBySort, SelectItem, SetExpr, TableFactor, UnaryOperator,
 };
 use tessera_common::{Error, Result, Table};
+use tessera_exec::expr::{ArithOp, DatePart, Expr as XExpr, Func, Literal as XLit};
 use tessera_exec::{
     AggExpr, AggFunc, AggOutput, AggregatePlan, CmpOp, LikePattern, OrderLimit, Plan, Predicate, ScalarExpr, ScanPlan, SortKey,
     Value,
@@ -122,7 +124,13 @@ struct Ctx<'a> {
     table: &'a Arc<Table>,
     /// `FROM t AS alias`.
     alias: Option<String>,
+    /// Expressions behind [`ScalarExpr::Computed`] (interned: equal expressions share one).
+    computed: RefCell<Vec<XExpr>>,
 }
+
+/// A hook of [`Ctx::expr_with`]: a replacement for a sub-expression (HAVING maps aggregates
+/// and keys to output columns), or `None` to build it as usual.
+type Hook<'h> = &'h mut dyn FnMut(&Expr) -> Result<Option<XExpr>>;
 
 impl Ctx<'_> {
     fn column(&self, name: &str) -> Result<usize> {
@@ -136,10 +144,10 @@ impl Ctx<'_> {
         self.table.schema().field(c).data_type()
     }
 
-    /// A scalar (non-aggregate) expression.
-    fn scalar(&self, e: &Expr) -> Result<ScalarExpr> {
+    /// The table column an identifier names.
+    fn column_ref(&self, e: &Expr) -> Result<usize> {
         match e {
-            Expr::Identifier(i) => Ok(ScalarExpr::Column(self.column(&i.value)?)),
+            Expr::Identifier(i) => self.column(&i.value),
             Expr::CompoundIdentifier(parts) => {
                 let [qualifier, column] = parts.as_slice() else {
                     return Err(Error::not_implemented(format!("qualified name {e}")));
@@ -150,38 +158,193 @@ impl Ctx<'_> {
                 if !known {
                     return Err(Error::UnknownTable(q.clone()));
                 }
-                Ok(ScalarExpr::Column(self.column(&column.value)?))
+                self.column(&column.value)
             }
-            Expr::Nested(inner) => self.scalar(inner),
-            Expr::Extract { field: DateTimeField::Minute, expr, .. } => self.minute(expr),
-            Expr::Function(f) => {
-                let name = object_name(&f.name).to_ascii_lowercase();
-                if name == "tominute" || name == "minute" {
-                    let args = plain_args(f)?;
-                    match args.as_slice() {
-                        [FunctionArgExpr::Expr(a)] => self.minute(a),
-                        _ => Err(Error::plan(format!("{name} takes one argument"))),
-                    }
-                } else if agg_func(&name).is_some() {
-                    Err(Error::plan(format!("aggregate {e} is not allowed here")))
-                } else {
-                    Err(Error::not_implemented(format!("function {}", object_name(&f.name))))
+            Expr::Nested(inner) => self.column_ref(inner),
+            other => Err(Error::internal(format!("column_ref of {other}"))),
+        }
+    }
+
+    /// A typed expression over the table's columns.
+    fn expr(&self, e: &Expr) -> Result<XExpr> {
+        self.expr_with(e, &mut |_| Ok(None))
+    }
+
+    /// A typed expression; `hook` may replace any sub-expression first.
+    fn expr_with(&self, e: &Expr, hook: Hook<'_>) -> Result<XExpr> {
+        if let Some(x) = hook(e)? {
+            return Ok(x);
+        }
+        match e {
+            Expr::Identifier(_) | Expr::CompoundIdentifier(_) => {
+                let c = self.column_ref(e)?;
+                Ok(XExpr::column(c, self.dtype(c).clone()))
+            }
+            Expr::Nested(inner) => self.expr_with(inner, hook),
+            Expr::Value(v) if matches!(v.value, ast::Value::Null) => Ok(XExpr::literal(XLit::Null)),
+            Expr::Value(v) if matches!(v.value, ast::Value::Boolean(_)) => {
+                Ok(XExpr::literal(XLit::Bool(matches!(v.value, ast::Value::Boolean(true)))))
+            }
+            _ if literal(e).is_some() => lit_expr(literal(e).expect("a literal")?),
+            Expr::UnaryOp { op: UnaryOperator::Minus, expr } => {
+                XExpr::arith(ArithOp::Sub, XExpr::literal(XLit::UInt(0)), self.expr_with(expr, hook)?)
+            }
+            Expr::UnaryOp { op: UnaryOperator::Plus, expr } => self.expr_with(expr, hook),
+            Expr::UnaryOp { op: UnaryOperator::Not, expr } => XExpr::not(self.expr_with(expr, hook)?),
+            Expr::BinaryOp { op: op @ (BinaryOperator::And | BinaryOperator::Or), .. } => {
+                let terms = chain(e, op).into_iter().map(|t| self.expr_with(t, hook)).collect::<Result<Vec<_>>>()?;
+                if *op == BinaryOperator::And { XExpr::and(terms) } else { XExpr::or(terms) }
+            }
+            Expr::BinaryOp { left, op, right } => {
+                let l = self.expr_with(left, hook)?;
+                let r = self.expr_with(right, hook)?;
+                let arith = |a| XExpr::arith(a, l.clone(), r.clone());
+                match op {
+                    BinaryOperator::Plus => arith(ArithOp::Add),
+                    BinaryOperator::Minus => arith(ArithOp::Sub),
+                    BinaryOperator::Multiply => arith(ArithOp::Mul),
+                    BinaryOperator::Divide => arith(ArithOp::Div),
+                    BinaryOperator::Modulo => arith(ArithOp::Rem),
+                    BinaryOperator::MyIntegerDivide | BinaryOperator::DuckIntegerDivide => arith(ArithOp::IntDiv),
+                    other => match cmp_op(other) {
+                        Some(c) => compare(c, l, r),
+                        None => Err(Error::not_implemented(format!("operator {other}"))),
+                    },
                 }
             }
-            Expr::Extract { field, .. } => Err(Error::not_implemented(format!("extract({field} FROM ..)"))),
+            Expr::IsNull(x) => Ok(XExpr::is_null(self.expr_with(x, hook)?, false)),
+            Expr::IsNotNull(x) => Ok(XExpr::is_null(self.expr_with(x, hook)?, true)),
+            Expr::In { expr, target: InTarget::List(list), negated, .. } => {
+                let x = self.expr_with(expr, hook)?;
+                let t = x.data_type();
+                let items = list.iter().map(|v| coerce_literal(&t, self.expr_with(v, hook)?)).collect::<Result<Vec<_>>>()?;
+                XExpr::in_list(x, items, *negated)
+            }
+            Expr::In { .. } => Err(Error::not_implemented("IN with a subquery, UNNEST or table")),
+            Expr::Between { expr, negated, low, high } => {
+                let x = self.expr_with(expr, hook)?;
+                let lo = self.expr_with(low, hook)?;
+                let hi = self.expr_with(high, hook)?;
+                let b = XExpr::and(vec![compare(CmpOp::GtEq, x.clone(), lo)?, compare(CmpOp::LtEq, x, hi)?])?;
+                if *negated { XExpr::not(b) } else { Ok(b) }
+            }
+            Expr::Case { operand, conditions, else_result, .. } => {
+                let operand = operand.as_ref().map(|o| self.expr_with(o, hook)).transpose()?;
+                let mut branches = Vec::with_capacity(conditions.len());
+                for cw in conditions {
+                    let c = self.expr_with(&cw.condition, hook)?;
+                    let c = match &operand {
+                        Some(o) => compare(CmpOp::Eq, o.clone(), c)?,
+                        None => c,
+                    };
+                    branches.push((c, self.expr_with(&cw.result, hook)?));
+                }
+                let otherwise = else_result.as_ref().map(|x| self.expr_with(x, hook)).transpose()?;
+                XExpr::case(branches, otherwise)
+            }
+            Expr::Cast { kind: ast::CastKind::Cast | ast::CastKind::DoubleColon, expr, data_type, format: None } => {
+                let x = self.expr_with(expr, hook)?;
+                let to = arrow_type(data_type)?;
+                // A string constant cast to a date or timestamp parses as in comparisons.
+                match coerce_literal(&to, x)? {
+                    x if x.data_type() == to => Ok(x),
+                    x => XExpr::cast(x, to),
+                }
+            }
+            Expr::Cast { .. } => Err(Error::not_implemented(format!("{e}"))),
+            Expr::Like { negated, any: false, expr, pattern, escape_char: None }
+            | Expr::ILike { negated, any: false, expr, pattern, escape_char: None } => {
+                let text = match literal(pattern) {
+                    Some(Ok(Lit::Str(s))) => s,
+                    _ => return Err(Error::not_implemented(format!("LIKE with a non-literal pattern: {pattern}"))),
+                };
+                XExpr::like(self.expr_with(expr, hook)?, text, *negated, matches!(e, Expr::ILike { .. }))
+            }
+            Expr::Like { .. } | Expr::ILike { .. } => Err(Error::not_implemented("LIKE ANY / LIKE ... ESCAPE")),
+            Expr::Extract { field, expr, .. } => {
+                let name = match field {
+                    DateTimeField::Minute => "toMinute",
+                    DateTimeField::Hour => "toHour",
+                    DateTimeField::Second => "toSecond",
+                    other => return Err(Error::not_implemented(format!("extract({other} FROM ..)"))),
+                };
+                XExpr::function(name, vec![self.expr_with(expr, hook)?])
+            }
+            Expr::Function(f) => {
+                let name = object_name(&f.name);
+                if agg_func(&name.to_ascii_lowercase()).is_some() {
+                    return Err(Error::plan(format!("aggregate {e} is not allowed here")));
+                }
+                if f.filter.is_some() || f.over.is_some() || !f.within_group.is_empty() {
+                    return Err(Error::not_implemented(format!("{e}")));
+                }
+                let args = plain_args(f)?
+                    .into_iter()
+                    .map(|a| match a {
+                        FunctionArgExpr::Expr(x) => self.expr_with(x, hook),
+                        other => Err(Error::plan(format!("argument {other} of {name}"))),
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                XExpr::function(&name, args)
+            }
             other => Err(Error::not_implemented(format!("expression {other}"))),
         }
     }
 
-    fn minute(&self, e: &Expr) -> Result<ScalarExpr> {
-        match self.scalar(e)? {
-            ScalarExpr::Column(c) if matches!(self.dtype(c), DataType::Timestamp(_, _)) => Ok(ScalarExpr::Minute(c)),
-            ScalarExpr::Column(c) => Err(Error::TypeMismatch(format!(
-                "minute of {} which is {}, not a timestamp",
-                self.table.schema().field(c).name(),
-                self.dtype(c)
-            ))),
-            _ => Err(Error::not_implemented(format!("minute of {e}"))),
+    /// A scalar (non-aggregate) expression: a column, `toMinute(ts)` on its SIMD kernel,
+    /// or a computed expression.
+    fn scalar(&self, e: &Expr) -> Result<ScalarExpr> {
+        Ok(self.intern(self.expr(e)?, true))
+    }
+
+    /// The [`ScalarExpr`] of `x`, adding it to the computed expressions if needed. Boolean
+    /// values become `UInt8` 0/1 (ClickHouse's booleans).
+    fn intern(&self, x: XExpr, minute: bool) -> ScalarExpr {
+        if let XExpr::Column { index, .. } = x {
+            return ScalarExpr::Column(index);
+        }
+        if let XExpr::Func { func: Func::Part(DatePart::Minute), args, .. } = &x
+            && let [XExpr::Column { index, dtype: DataType::Timestamp(_, _) }] = args.as_slice()
+            && minute
+        {
+            return ScalarExpr::Minute(*index);
+        }
+        let x = if x.data_type() == DataType::Boolean {
+            XExpr::cast(x, DataType::UInt8).expect("Arrow casts booleans to UInt8")
+        } else {
+            x
+        };
+        let mut computed = self.computed.borrow_mut();
+        let i = match computed.iter().position(|y| *y == x) {
+            Some(i) => i,
+            None => {
+                computed.push(x);
+                computed.len() - 1
+            }
+        };
+        ScalarExpr::Computed(i)
+    }
+
+    /// The [`ScalarExpr`] `x` already has (a column or an interned expression), if any.
+    fn find_scalar(&self, x: &XExpr) -> Option<ScalarExpr> {
+        match x {
+            XExpr::Column { index, .. } => Some(ScalarExpr::Column(*index)),
+            _ => {
+                if let XExpr::Func { func: Func::Part(DatePart::Minute), args, .. } = x
+                    && let [XExpr::Column { index, .. }] = args.as_slice()
+                {
+                    return Some(ScalarExpr::Minute(*index));
+                }
+                self.computed.borrow().iter().position(|y| y == x).map(ScalarExpr::Computed)
+            }
+        }
+    }
+
+    fn scalar_type(&self, s: &ScalarExpr) -> DataType {
+        match *s {
+            ScalarExpr::Column(c) => self.dtype(c).clone(),
+            ScalarExpr::Minute(_) => DataType::UInt8,
+            ScalarExpr::Computed(i) => self.computed.borrow()[i].data_type(),
         }
     }
 
@@ -189,11 +352,15 @@ impl Ctx<'_> {
     fn item(&self, e: &Expr) -> Result<Item> {
         if let Expr::Function(f) = e {
             let name = object_name(&f.name).to_ascii_lowercase();
-            if let Some(func) = agg_func(&name) {
+            if let Some(mut func) = agg_func(&name) {
                 if let FunctionArguments::List(l) = &f.args
-                    && l.duplicate_treatment == Some(ast::DuplicateTreatment::Distinct) {
+                    && l.duplicate_treatment == Some(ast::DuplicateTreatment::Distinct)
+                {
+                    if func != AggFunc::Count {
                         return Err(Error::not_implemented(format!("{}(DISTINCT ..)", name.to_uppercase())));
                     }
+                    func = AggFunc::CountDistinct;
+                }
                 if f.filter.is_some() || f.over.is_some() {
                     return Err(Error::not_implemented(format!("{e}")));
                 }
@@ -202,20 +369,18 @@ impl Ctx<'_> {
                     (AggFunc::Count, [FunctionArgExpr::Wildcard]) | (AggFunc::Count, []) => {
                         Ok(Item::Agg(AggExpr { func: AggFunc::CountStar, input: None }))
                     }
-                    (_, [FunctionArgExpr::Expr(a)]) => match self.scalar(a)? {
-                        ScalarExpr::Column(c) => {
-                            let dt = self.dtype(c);
-                            let numeric = dt.is_numeric() || dt.is_temporal();
-                            if matches!(func, AggFunc::Sum | AggFunc::Avg) && !dt.is_numeric() {
-                                return Err(Error::TypeMismatch(format!("{} of {} column", name.to_uppercase(), dt)));
-                            }
-                            if matches!(func, AggFunc::Min | AggFunc::Max) && !numeric {
-                                return Err(Error::not_implemented(format!("{} over {}", name.to_uppercase(), dt)));
-                            }
-                            Ok(Item::Agg(AggExpr { func, input: Some(c) }))
+                    (_, [FunctionArgExpr::Expr(a)]) => {
+                        let input = self.intern(self.expr(a)?, false);
+                        let dt = self.scalar_type(&input);
+                        let orderable = dt.is_numeric() || dt.is_temporal() || matches!(dt, DataType::Utf8 | DataType::Binary);
+                        if matches!(func, AggFunc::Sum | AggFunc::Avg) && !dt.is_numeric() {
+                            return Err(Error::TypeMismatch(format!("{} of {}", name.to_uppercase(), dt)));
                         }
-                        _ => Err(Error::not_implemented(format!("aggregate of an expression: {e}"))),
-                    },
+                        if matches!(func, AggFunc::Min | AggFunc::Max | AggFunc::CountDistinct) && !orderable {
+                            return Err(Error::not_implemented(format!("{} over {}", name.to_uppercase(), dt)));
+                        }
+                        Ok(Item::Agg(AggExpr { func, input: Some(input) }))
+                    }
                     _ => Err(Error::plan(format!("{} takes one argument", name.to_uppercase()))),
                 };
             }
@@ -223,7 +388,17 @@ impl Ctx<'_> {
         Ok(Item::Scalar(self.scalar(e)?))
     }
 
+    /// A WHERE condition: column-vs-constant comparisons, column-vs-column comparisons of
+    /// one type, LIKE shapes and IN lists of constants become [`Predicate`]s on the SIMD
+    /// kernels; anything else a general boolean expression.
     fn predicate(&self, e: &Expr) -> Result<Predicate> {
+        let general = || -> Result<Predicate> {
+            let x = self.expr(e)?;
+            match x.data_type() {
+                DataType::Boolean | DataType::Null => Ok(Predicate::Expr(Box::new(x))),
+                other => Err(Error::TypeMismatch(format!("WHERE needs a boolean condition, {e} is {other}"))),
+            }
+        };
         match e {
             Expr::Nested(inner) => self.predicate(inner),
             Expr::UnaryOp { op: UnaryOperator::Not, expr } => Ok(Predicate::Not(Box::new(self.predicate(expr)?))),
@@ -233,37 +408,24 @@ impl Ctx<'_> {
             Expr::BinaryOp { op: BinaryOperator::Or, .. } => {
                 Ok(Predicate::Or(chain(e, &BinaryOperator::Or).into_iter().map(|t| self.predicate(t)).collect::<Result<_>>()?))
             }
-            Expr::BinaryOp { left, op, right } => {
-                let op = match op {
-                    BinaryOperator::Eq => CmpOp::Eq,
-                    BinaryOperator::NotEq => CmpOp::NotEq,
-                    BinaryOperator::Lt => CmpOp::Lt,
-                    BinaryOperator::LtEq => CmpOp::LtEq,
-                    BinaryOperator::Gt => CmpOp::Gt,
-                    BinaryOperator::GtEq => CmpOp::GtEq,
-                    other => return Err(Error::not_implemented(format!("operator {other} in WHERE"))),
-                };
-                match (literal(left), literal(right)) {
-                    (None, None) => {
-                        let (l, r) = (self.column_operand(left)?, self.column_operand(right)?);
-                        if self.dtype(l) != self.dtype(r) {
-                            return Err(Error::TypeMismatch(format!(
-                                "cannot compare {} ({}) with {} ({})",
-                                left,
-                                self.dtype(l),
-                                right,
-                                self.dtype(r)
-                            )));
+            Expr::BinaryOp { left, op, right } if cmp_op(op).is_some() => {
+                let op = cmp_op(op).expect("a comparison");
+                match (is_column(left), literal(left), is_column(right), literal(right)) {
+                    (true, _, true, _) => {
+                        let (l, r) = (self.column_ref(left)?, self.column_ref(right)?);
+                        if self.dtype(l) == self.dtype(r) {
+                            Ok(Predicate::CmpColumns { left: l, op, right: r })
+                        } else {
+                            general()
                         }
-                        Ok(Predicate::CmpColumns { left: l, op, right: r })
                     }
-                    (None, Some(lit)) => self.cmp_literal(left, op, lit?),
-                    (Some(lit), None) => self.cmp_literal(right, op.flip(), lit?),
-                    (Some(_), Some(_)) => Err(Error::not_implemented(format!("comparison of two literals: {e}"))),
+                    (true, _, _, Some(lit)) => self.cmp_literal(left, op, lit?),
+                    (_, Some(lit), true, _) => self.cmp_literal(right, op.flip(), lit?),
+                    _ => general(),
                 }
             }
-            Expr::Like { negated, any: false, expr, pattern, escape_char: None } => {
-                let column = self.column_operand(expr)?;
+            Expr::Like { negated, any: false, expr, pattern, escape_char: None } if is_column(expr) => {
+                let column = self.column_ref(expr)?;
                 if !matches!(self.dtype(column), DataType::Utf8 | DataType::Binary) {
                     return Err(Error::TypeMismatch(format!("LIKE needs a string, {expr} is {}", self.dtype(column))));
                 }
@@ -275,28 +437,29 @@ impl Ctx<'_> {
                     // ClickHouse: CANNOT_PARSE_ESCAPE_SEQUENCE.
                     return Err(Error::Parse(format!("LIKE pattern '{text}' ends with an escape character (\\)")));
                 }
-                let pattern = LikePattern::parse(&text).ok_or_else(|| {
-                    Error::not_implemented(format!("LIKE pattern '{text}' (supported: 'text', 'text%', '%text', '%text%')"))
-                })?;
-                let p = Predicate::Like { column, pattern };
-                Ok(if *negated { Predicate::Not(Box::new(p)) } else { p })
+                match LikePattern::parse(&text) {
+                    Some(pattern) => {
+                        let p = Predicate::Like { column, pattern };
+                        Ok(if *negated { Predicate::Not(Box::new(p)) } else { p })
+                    }
+                    None => general(),
+                }
             }
-            Expr::Like { .. } | Expr::ILike { .. } => Err(Error::not_implemented("ILIKE / LIKE ANY / LIKE ... ESCAPE")),
-            Expr::IsNull(_) | Expr::IsNotNull(_) => Err(Error::not_implemented("IS [NOT] NULL")),
-            Expr::Between { .. } => Err(Error::not_implemented("BETWEEN")),
-            other => Err(Error::not_implemented(format!("WHERE condition {other}"))),
+            Expr::In { expr, target: InTarget::List(list), negated, .. }
+                if is_column(expr) && !list.is_empty() && list.iter().all(|v| matches!(literal(v), Some(Ok(_)))) =>
+            {
+                let terms = list
+                    .iter()
+                    .map(|v| self.cmp_literal(expr, CmpOp::Eq, literal(v).expect("a literal")?))
+                    .collect::<Result<Vec<_>>>()?;
+                let any = Predicate::Or(terms);
+                Ok(if *negated { Predicate::Not(Box::new(any)) } else { any })
+            }
+            _ => general(),
         }
     }
-
-    fn column_operand(&self, e: &Expr) -> Result<usize> {
-        match self.scalar(e)? {
-            ScalarExpr::Column(c) => Ok(c),
-            _ => Err(Error::not_implemented(format!("comparison on expression {e}"))),
-        }
-    }
-
     fn cmp_literal(&self, col_expr: &Expr, op: CmpOp, lit: Lit) -> Result<Predicate> {
-        let column = self.column_operand(col_expr)?;
+        let column = self.column_ref(col_expr)?;
         let dt = self.dtype(column);
         let mismatch = |what: &str| {
             Error::TypeMismatch(format!("cannot compare column {col_expr} of type {dt} with {what}"))
@@ -323,6 +486,82 @@ impl Ctx<'_> {
         };
         Ok(Predicate::Cmp { column, op, value })
     }
+}
+
+/// The comparison operator of `op`, if it is one.
+fn cmp_op(op: &BinaryOperator) -> Option<CmpOp> {
+    Some(match op {
+        BinaryOperator::Eq => CmpOp::Eq,
+        BinaryOperator::NotEq => CmpOp::NotEq,
+        BinaryOperator::Lt => CmpOp::Lt,
+        BinaryOperator::LtEq => CmpOp::LtEq,
+        BinaryOperator::Gt => CmpOp::Gt,
+        BinaryOperator::GtEq => CmpOp::GtEq,
+        _ => return None,
+    })
+}
+
+/// Whether `e` names a column (possibly parenthesised).
+fn is_column(e: &Expr) -> bool {
+    match e {
+        Expr::Identifier(_) | Expr::CompoundIdentifier(_) => true,
+        Expr::Nested(inner) => is_column(inner),
+        _ => false,
+    }
+}
+
+/// A literal as a typed constant: non-negative integers `UInt64`, negative `Int64`.
+fn lit_expr(l: Lit) -> Result<XExpr> {
+    Ok(XExpr::literal(match l {
+        Lit::Int(i) if i >= 0 => XLit::UInt(u64::try_from(i).map_err(|_| Error::Overflow(format!("integer literal {i}")))?),
+        Lit::Int(i) => XLit::Int(i64::try_from(i).map_err(|_| Error::Overflow(format!("integer literal {i}")))?),
+        Lit::Float(f) => XLit::Float(f),
+        Lit::Str(s) => XLit::Str(s),
+    }))
+}
+
+/// A string constant compared with (or cast to) a date or timestamp, read as one
+/// (`'2013-07-01'`, `'2013-07-01 12:00:00'`); other expressions unchanged.
+fn coerce_literal(target: &DataType, x: XExpr) -> Result<XExpr> {
+    let XExpr::Literal(XLit::Str(s)) = &x else { return Ok(x) };
+    match target {
+        DataType::Date32 => {
+            let d = parse_date(s).ok_or_else(|| Error::TypeMismatch(format!("'{s}' is not a date")))?;
+            Ok(XExpr::literal(XLit::Date(d as i32)))
+        }
+        DataType::Timestamp(_, _) => {
+            let t = parse_timestamp(s).ok_or_else(|| Error::TypeMismatch(format!("'{s}' is not a timestamp")))?;
+            Ok(XExpr::literal(XLit::Timestamp(t as i64)))
+        }
+        _ => Ok(x),
+    }
+}
+
+/// `l op r` with string constants read as dates/timestamps against those types.
+fn compare(op: CmpOp, l: XExpr, r: XExpr) -> Result<XExpr> {
+    let (lt, rt) = (l.data_type(), r.data_type());
+    XExpr::compare(op, coerce_literal(&rt, l)?, coerce_literal(&lt, r)?)
+}
+
+/// The Arrow type of a SQL / ClickHouse type name in CAST.
+fn arrow_type(t: &ast::DataType) -> Result<DataType> {
+    let name = t.to_string().to_ascii_lowercase();
+    Ok(match name.as_str() {
+        "tinyint" | "int8" => DataType::Int8,
+        "smallint" | "int16" => DataType::Int16,
+        "int" | "integer" | "int32" => DataType::Int32,
+        "bigint" | "int64" => DataType::Int64,
+        "uint8" | "utinyint" => DataType::UInt8,
+        "uint16" | "usmallint" => DataType::UInt16,
+        "uint32" | "uinteger" => DataType::UInt32,
+        "uint64" | "ubigint" => DataType::UInt64,
+        "real" | "float" | "float32" | "float4" => DataType::Float32,
+        "double" | "double precision" | "float64" | "float8" => DataType::Float64,
+        "varchar" | "text" | "string" | "char" => DataType::Utf8,
+        "date" | "date32" => DataType::Date32,
+        "timestamp" | "datetime" => DataType::Timestamp(arrow::datatypes::TimeUnit::Second, None),
+        _ => return Err(Error::not_implemented(format!("CAST to {t}"))),
+    })
 }
 
 #[derive(Debug, Clone)]
@@ -404,6 +643,8 @@ fn agg_func(lower: &str) -> Option<AggFunc> {
         "avg" => AggFunc::Avg,
         "min" => AggFunc::Min,
         "max" => AggFunc::Max,
+        // `uniq` is approximate in ClickHouse; the exact count is a valid answer.
+        "uniq" | "uniqexact" => AggFunc::CountDistinct,
         _ => return None,
     })
 }
@@ -449,9 +690,6 @@ fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Table>>) -> R
     if select.distinct.is_some() {
         return Err(Error::not_implemented("SELECT DISTINCT"));
     }
-    if select.having.is_some() {
-        return Err(Error::not_implemented("HAVING"));
-    }
     if select.top.is_some() || select.into.is_some() || select.prewhere.is_some() || select.qualify.is_some() {
         return Err(Error::not_implemented("TOP/INTO/PREWHERE/QUALIFY"));
     }
@@ -469,7 +707,7 @@ fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Table>>) -> R
         [] => return Err(Error::not_implemented("SELECT without FROM")),
         _ => return Err(Error::not_implemented("joins")),
     };
-    let ctx = Ctx { table: &table, alias };
+    let ctx = Ctx { table: &table, alias, computed: RefCell::new(Vec::new()) };
 
     // SELECT list.
     let mut items: Vec<(String, Item, Option<String>)> = Vec::new(); // (name, item, alias)
@@ -525,6 +763,15 @@ fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Table>>) -> R
                         Err(err) => return Err(err),
                     }
                 };
+                let dt = ctx.scalar_type(&key);
+                let keyable = dt.is_integer()
+                    || matches!(
+                        dt,
+                        DataType::Float32 | DataType::Float64 | DataType::Date32 | DataType::Timestamp(_, _) | DataType::Utf8 | DataType::Binary
+                    );
+                if !keyable {
+                    return Err(Error::not_implemented(format!("GROUP BY {e} of type {dt}")));
+                }
                 if !keys.contains(&key) {
                     keys.push(key);
                 }
@@ -564,7 +811,7 @@ fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Table>>) -> R
     let order_has_agg = order_exprs
         .iter()
         .any(|o| matches!(ctx.item(&o.expr), Ok(Item::Agg(_))));
-    let plan = if has_agg || !keys.is_empty() || order_has_agg {
+    let plan = if has_agg || !keys.is_empty() || order_has_agg || select.having.is_some() {
         let mut aggs: Vec<AggExpr> = Vec::new();
         let mut output: Vec<(String, AggOutput)> = Vec::new();
         let add = |item: &Item, name: &str, aggs: &mut Vec<AggExpr>, output: &mut Vec<(String, AggOutput)>| -> Result<usize> {
@@ -600,11 +847,56 @@ fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Table>>) -> R
             })?;
             order_by.push(sort_key(o, out)?);
         }
+        let having = match &select.having {
+            None => None,
+            Some(h) => {
+                let out_type = |i: usize, output: &[(String, AggOutput)], aggs: &[AggExpr]| match output[i].1 {
+                    AggOutput::Key(k) => ctx.scalar_type(&keys[k]),
+                    AggOutput::Agg(j) => aggs[j].func.output_type(aggs[j].input.map(|s| ctx.scalar_type(&s)).as_ref()),
+                };
+                let mut hook = |e: &Expr| -> Result<Option<XExpr>> {
+                    if let Expr::Identifier(id) = e
+                        && let Some(i) =
+                            items.iter().position(|(_, _, a)| a.as_ref().is_some_and(|a| a.eq_ignore_ascii_case(&id.value)))
+                    {
+                        return Ok(Some(XExpr::column(i, out_type(i, &output, &aggs))));
+                    }
+                    let item = match e {
+                        Expr::Function(f) if agg_func(&object_name(&f.name).to_ascii_lowercase()).is_some() => Some(ctx.item(e)?),
+                        _ => ctx.expr(e).ok().and_then(|x| ctx.find_scalar(&x)).filter(|s| keys.contains(s)).map(Item::Scalar),
+                    };
+                    match item {
+                        Some(item) => {
+                            let probe = match &item {
+                                Item::Agg(a) => aggs.iter().position(|x| x == a).map(AggOutput::Agg),
+                                Item::Scalar(s) => keys.iter().position(|k| k == s).map(AggOutput::Key),
+                            };
+                            let i = match probe.and_then(|src| output.iter().position(|(_, s)| *s == src)) {
+                                Some(i) => i,
+                                None => add(&item, &e.to_string(), &mut aggs, &mut output)?,
+                            };
+                            Ok(Some(XExpr::column(i, out_type(i, &output, &aggs))))
+                        }
+                        None if is_column(e) => Err(Error::plan(format!(
+                            "{e} in HAVING must appear in GROUP BY or be used in an aggregate function"
+                        ))),
+                        None => Ok(None),
+                    }
+                };
+                let x = ctx.expr_with(h, &mut hook)?;
+                if !matches!(x.data_type(), DataType::Boolean | DataType::Null) {
+                    return Err(Error::TypeMismatch(format!("HAVING needs a boolean condition, {h} is {}", x.data_type())));
+                }
+                Some(x)
+            }
+        };
         Plan::Aggregate(AggregatePlan {
             table: table.clone(),
             filter,
             keys,
+            computed: ctx.computed.take(),
             aggs,
+            having,
             output,
             visible,
             order: OrderLimit { order_by, limit, offset },
@@ -617,6 +909,15 @@ fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Table>>) -> R
                 Item::Agg(_) => unreachable!("no aggregates on this path"),
             })
             .collect();
+        let computed_output = |output: &[(String, ScalarExpr)]| -> Result<()> {
+            match output.iter().find(|(_, s)| matches!(s, ScalarExpr::Computed(_))) {
+                Some((name, _)) => Err(Error::not_implemented(format!(
+                    "expression {name} in a query without GROUP BY or aggregates"
+                ))),
+                None => Ok(()),
+            }
+        };
+        computed_output(&output)?;
         let visible = output.len();
         let mut order_by = Vec::new();
         for o in &order_exprs {
@@ -629,6 +930,7 @@ fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Table>>) -> R
             })?;
             order_by.push(sort_key(o, out)?);
         }
+        computed_output(&output)?;
         Plan::Scan(ScanPlan { table: table.clone(), filter, output, visible, order: OrderLimit { order_by, limit, offset } })
     };
     Ok(Statement::Query { plan, settings })
