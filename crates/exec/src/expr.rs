@@ -348,7 +348,12 @@ fn literal_fits(l: &Literal, to: &DataType) -> bool {
     if matches!(l, Literal::Null) {
         return true;
     }
-    if is_float(&l.data_type()) && !is_float(to) {
+    let from = l.data_type();
+    let same_kind = (is_numeric(&from) && is_numeric(to))
+        || (is_string(&from) && is_string(to))
+        || (from == DataType::Boolean && *to == DataType::Boolean)
+        || (from.is_temporal() && to.is_temporal());
+    if !same_kind || (is_float(&from) && !is_float(to)) {
         return false;
     }
     let opts = CastOptions { safe: false, ..Default::default() };
@@ -780,6 +785,15 @@ impl Val {
         self.map(|a| Ok(cast_with_options(a, to, &opts)?))
     }
 
+    /// [`Val::cast`], except that `UInt64` to `Int64` reinterprets the bits (ClickHouse's
+    /// wrapping integer arithmetic: `toUInt64(-1) - 0` is -1) instead of failing.
+    fn cast_wrapping(&self, to: &DataType) -> Result<Val> {
+        if *to == DataType::Int64 && *self.array().data_type() == DataType::UInt64 {
+            return self.map(|a| Ok(Arc::new(a.as_primitive::<UInt64Type>().unary::<_, Int64Type>(|v| v as i64)) as ArrayRef));
+        }
+        self.cast(to)
+    }
+
     /// A column of `len` rows.
     fn into_array(self, len: usize) -> Result<ArrayRef> {
         match self {
@@ -829,8 +843,8 @@ fn eval(expr: &Expr, cols: &[Option<ArrayRef>], len: usize) -> Result<Val> {
         Expr::Literal(l) => Val::Scalar(l.to_array()),
         Expr::Cast { expr, to } => eval(expr, cols, len)?.cast(to)?,
         Expr::Arith { op, left, right, dtype } => {
-            let l = eval(left, cols, len)?.cast(dtype)?;
-            let r = eval(right, cols, len)?.cast(dtype)?;
+            let l = eval(left, cols, len)?.cast_wrapping(dtype)?;
+            let r = eval(right, cols, len)?.cast_wrapping(dtype)?;
             let (ld, rd) = (l.datum(), r.datum());
             let float = is_float(dtype);
             let out = match op {
