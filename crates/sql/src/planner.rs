@@ -419,8 +419,16 @@ impl Ctx<'_> {
                             general()
                         }
                     }
-                    (true, _, _, Some(lit)) => self.cmp_literal(left, op, lit?),
-                    (_, Some(lit), true, _) => self.cmp_literal(right, op.flip(), lit?),
+                    // A constant the column kernels cannot take (an integer column against
+                    // 1.5) goes to the general comparison.
+                    (true, _, _, Some(lit)) => match self.cmp_literal(left, op, lit?) {
+                        Err(Error::NotImplemented(_)) => general(),
+                        p => p,
+                    },
+                    (_, Some(lit), true, _) => match self.cmp_literal(right, op.flip(), lit?) {
+                        Err(Error::NotImplemented(_)) => general(),
+                        p => p,
+                    },
                     _ => general(),
                 }
             }
