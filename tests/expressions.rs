@@ -81,7 +81,6 @@ enum Ty {
     Signed,
     Unsigned,
     Float,
-    Str,
     Bool,
 }
 

@@ -19,6 +19,8 @@
 mod ddl;
 mod lex;
 mod planner;
+mod statement;
 
-pub use planner::{Statement, plan};
+pub use planner::plan;
+pub use statement::Statement;
 pub use tessera_common::{Error, Result};
