@@ -561,5 +561,27 @@ fn computed_keys_against_naive_evaluator() {
             }
         }
         assert_eq!(have, want, "query {q}: {sql}\nsettings {s:?}");
+
+        // The same expression as a key beside every column it can read: a function of the
+        // other keys, computed per group after the aggregation.
+        let sql = format!("SELECT a, b, u, f, s, {} AS x, COUNT(*) AS c FROM t GROUP BY a, b, u, f, s, x", e.sql);
+        let mut groups: HashMap<String, (String, i64)> = HashMap::new();
+        for r in &data {
+            let x = key(&(e.eval)(r));
+            let g = format!("{:?} {:?} {} {:?} {:?} {x}", r.a, r.b, r.u, r.f.map(|f| canon(f).to_bits()), r.s);
+            groups.entry(g).or_insert_with(|| (x, 0)).1 += 1;
+        }
+        let mut want: Vec<(String, i64)> = groups.into_values().collect();
+        want.sort();
+        let got = db.sql_with(&sql, &s).unwrap_or_else(|err| panic!("query {q}: {sql}\n{err}"));
+        let mut have: Vec<(String, i64)> = Vec::new();
+        for b in &got {
+            for i in 0..b.num_rows() {
+                let V::I(c) = cell(b.column(6), i) else { panic!("count") };
+                have.push((key(&cell(b.column(5), i)), c));
+            }
+        }
+        have.sort();
+        assert_eq!(have, want, "query {q}: {sql}\nsettings {s:?}");
     }
 }

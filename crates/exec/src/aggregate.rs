@@ -115,7 +115,10 @@ fn with_key_tiebreak(plan: &AggregatePlan) -> AggregatePlan {
 /// `SELECT COUNT(*) [, COUNT(*) ..] FROM t` with no WHERE and no GROUP BY: the row count the
 /// table knows from its metadata (part row counts, Parquet footers), no column read.
 fn count_from_metadata(plan: &AggregatePlan) -> Result<Option<(RecordBatch, Profile)>> {
-    if plan.filter.is_some() || plan.having.is_some() || !plan.keys.is_empty() || plan.aggs.iter().any(|a| a.func != AggFunc::CountStar) {
+    if plan.filter.is_some()
+        || plan.having.is_some()
+        || plan.output.iter().any(|(_, o)| !matches!(o, AggOutput::Agg(_)))
+        || !plan.keys.is_empty() || plan.aggs.iter().any(|a| a.func != AggFunc::CountStar) {
         return Ok(None);
     }
     let rows = plan.table.num_rows();
@@ -398,6 +401,7 @@ fn output_schema<K: GroupKey>(ctx: &Ctx<'_>, finals: &[GroupTable<K>]) -> Result
             let dt: DataType = match src {
                 AggOutput::Key(i) => plan.scalar_type(&plan.keys[*i]),
                 AggOutput::Agg(j) => accs[*j].clone(),
+                AggOutput::Expr(p) => plan.projections[*p].data_type(),
             };
             Field::new(name, dt, true)
         })
@@ -414,6 +418,8 @@ fn sort_value<'k, K>(
     match out {
         AggOutput::Key(i) => decode(&t.keys[g as usize], i),
         AggOutput::Agg(j) => t.accs[j].value(g),
+        // `select_groups` never orders by a projection (it keeps every group instead).
+        AggOutput::Expr(_) => OrdVal::Null,
     }
 }
 
@@ -450,8 +456,11 @@ fn select_groups<'k, K: GroupKey>(
     query: &QueryContext,
 ) -> Result<Vec<u32>> {
     let all = || Ok((0..t.len() as u32).collect());
-    if plan.having.is_some() {
-        // HAVING drops groups after this: every group is a candidate.
+    if plan.having.is_some()
+        || order.order_by.iter().any(|k| matches!(plan.output[k.output].1, AggOutput::Expr(_)))
+    {
+        // HAVING drops groups after this, and projections have no per-group value here:
+        // every group is a candidate.
         return all();
     }
     let Some(limit) = order.limit.map(|l| l.saturating_add(order.offset)) else { return all() };
@@ -512,7 +521,22 @@ fn emit<'k, K>(
                 key_array(field.data_type(), &vals)?
             }
             AggOutput::Agg(j) => t.accs[*j].emit(gids)?,
+            // Placeholder, computed below from the other outputs.
+            AggOutput::Expr(_) => arrow::array::new_null_array(field.data_type(), 0),
         });
+    }
+    if plan.output.iter().any(|(_, o)| matches!(o, AggOutput::Expr(_))) {
+        let base: Vec<Option<ArrayRef>> = plan
+            .output
+            .iter()
+            .zip(&cols)
+            .map(|((_, o), c)| (!matches!(o, AggOutput::Expr(_))).then(|| c.clone()))
+            .collect();
+        for (i, (_, o)) in plan.output.iter().enumerate() {
+            if let AggOutput::Expr(p) = o {
+                cols[i] = evaluate_expr(&plan.projections[*p], &base, gids.len())?;
+            }
+        }
     }
     Ok(RecordBatch::try_new(schema.clone(), cols)?)
 }

@@ -413,6 +413,39 @@ impl Expr {
         }
     }
 
+    /// The same expression reading column `f(i)` where this one reads column `i` (of the same
+    /// type).
+    pub fn map_columns(&self, f: &dyn Fn(usize) -> usize) -> Expr {
+        let b = |e: &Expr| Box::new(e.map_columns(f));
+        match self {
+            Expr::Column { index, dtype } => Expr::Column { index: f(*index), dtype: dtype.clone() },
+            Expr::Literal(l) => Expr::Literal(l.clone()),
+            Expr::Arith { op, left, right, dtype } => Expr::Arith { op: *op, left: b(left), right: b(right), dtype: dtype.clone() },
+            Expr::Cmp { op, left, right, common } => Expr::Cmp { op: *op, left: b(left), right: b(right), common: common.clone() },
+            Expr::And(v) => Expr::And(v.iter().map(|e| e.map_columns(f)).collect()),
+            Expr::Or(v) => Expr::Or(v.iter().map(|e| e.map_columns(f)).collect()),
+            Expr::Not(e) => Expr::Not(b(e)),
+            Expr::IsNull { expr, negated } => Expr::IsNull { expr: b(expr), negated: *negated },
+            Expr::Case { branches, otherwise, dtype } => Expr::Case {
+                branches: branches.iter().map(|(c, v)| (c.map_columns(f), v.map_columns(f))).collect(),
+                otherwise: b(otherwise),
+                dtype: dtype.clone(),
+            },
+            Expr::Cast { expr, to } => Expr::Cast { expr: b(expr), to: to.clone() },
+            Expr::Like { expr, pattern, negated, case_insensitive } => Expr::Like {
+                expr: b(expr),
+                pattern: pattern.clone(),
+                negated: *negated,
+                case_insensitive: *case_insensitive,
+            },
+            Expr::Func { func, args, dtype } => Expr::Func {
+                func: func.clone(),
+                args: args.iter().map(|e| e.map_columns(f)).collect(),
+                dtype: dtype.clone(),
+            },
+        }
+    }
+
     /// `left op right` with the result types of the module table.
     ///
     /// # Errors

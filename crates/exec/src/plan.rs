@@ -211,6 +211,11 @@ pub enum AggOutput {
     Key(usize),
     /// Aggregate `i` of [`AggregatePlan::aggs`].
     Agg(usize),
+    /// Expression `i` of [`AggregatePlan::projections`], computed from other (key and
+    /// aggregate) outputs after the aggregation: a GROUP BY key that is a function of other
+    /// keys (`ClientIP - 1` beside `ClientIP`, a constant), `SUM(x + c)` as
+    /// `SUM(x) + c * COUNT(x)`.
+    Expr(usize),
 }
 
 /// One ORDER BY key, referring to an output column.
@@ -253,6 +258,9 @@ pub struct AggregatePlan {
     pub computed: Vec<Expr>,
     /// Aggregates.
     pub aggs: Vec<AggExpr>,
+    /// Expressions over the output columns (`Expr::Column(i)` is `output[i]`, which is a
+    /// key or an aggregate) behind [`AggOutput::Expr`] outputs.
+    pub projections: Vec<Expr>,
     /// HAVING: a boolean expression over the output columns (`Expr::Column(i)` is
     /// `output[i]`, hidden ones included); groups where it is not TRUE are dropped before
     /// ORDER BY and LIMIT.

@@ -78,6 +78,9 @@ fn setting_value(e: &Expr) -> Result<String> {
 enum Item {
     Scalar(ScalarExpr),
     Agg(AggExpr),
+    /// An expression over other items computed after the aggregation (`Expr::Column(j)` is
+    /// `parts[j]`, a key or an aggregate).
+    Post { expr: XExpr, parts: Vec<Item> },
 }
 
 struct Ctx<'a> {
@@ -329,6 +332,21 @@ impl Ctx<'_> {
                     (AggFunc::Count, [FunctionArgExpr::Wildcard]) | (AggFunc::Count, []) => {
                         Ok(Item::Agg(AggExpr { func: AggFunc::CountStar, input: None }))
                     }
+                    (AggFunc::Sum, [FunctionArgExpr::Expr(a)]) if self.sum_shift(a).is_some() => {
+                        // SUM(x + c) = SUM(x) + c * COUNT(x) (ClickHouse's
+                        // optimize_arithmetic_operations_in_aggregate_functions): Q30's 90
+                        // sums become one SUM and one COUNT.
+                        let (col, c) = self.sum_shift(a).expect("checked");
+                        let x = Some(ScalarExpr::Column(col));
+                        let parts = vec![
+                            Item::Agg(AggExpr { func: AggFunc::Sum, input: x }),
+                            Item::Agg(AggExpr { func: AggFunc::Count, input: x }),
+                        ];
+                        let c = XExpr::literal(if c < 0 { XLit::Int(c) } else { XLit::UInt(c as u64) });
+                        let scaled = XExpr::arith(ArithOp::Mul, c, XExpr::column(1, DataType::Int64))?;
+                        let expr = XExpr::arith(ArithOp::Add, XExpr::column(0, DataType::Int64), scaled)?;
+                        Ok(Item::Post { expr, parts })
+                    }
                     (_, [FunctionArgExpr::Expr(a)]) => {
                         let input = self.intern(self.expr(a)?, false);
                         let dt = self.scalar_type(&input);
@@ -346,6 +364,32 @@ impl Ctx<'_> {
             }
         }
         Ok(Item::Scalar(self.scalar(e)?))
+    }
+
+    /// `(column, c)` when `e` is `x + c`, `c + x` or `x - c` (as `x + -c`) for an integer
+    /// column `x` of at most 32 bits (its SUM is Int64) and an integer constant `|c| <= 2^31`.
+    fn sum_shift(&self, e: &Expr) -> Option<(usize, i64)> {
+        let Expr::BinaryOp { left, op, right } = strip(e) else { return None };
+        let narrow = |x: &Expr| {
+            let c = is_column(x).then(|| self.column_ref(x).ok()).flatten()?;
+            matches!(
+                self.dtype(c),
+                DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::UInt8 | DataType::UInt16 | DataType::UInt32
+            )
+            .then_some(c)
+        };
+        let constant = |x: &Expr| match literal(x) {
+            Some(Ok(Lit::Int(i))) if i.unsigned_abs() <= 1 << 31 => Some(i as i64),
+            _ => None,
+        };
+        match op {
+            BinaryOperator::Plus => match (narrow(left), constant(right), constant(left), narrow(right)) {
+                (Some(x), Some(c), _, _) | (_, _, Some(c), Some(x)) => Some((x, c)),
+                _ => None,
+            },
+            BinaryOperator::Minus => Some((narrow(left)?, -constant(right)?)),
+            _ => None,
+        }
     }
 
     /// A WHERE condition: column-vs-constant comparisons, column-vs-column comparisons of
@@ -467,6 +511,14 @@ fn cmp_op(op: &BinaryOperator) -> Option<CmpOp> {
         BinaryOperator::GtEq => CmpOp::GtEq,
         _ => return None,
     })
+}
+
+/// `e` without parentheses.
+fn strip(e: &Expr) -> &Expr {
+    match e {
+        Expr::Nested(inner) => strip(inner),
+        other => other,
+    }
 }
 
 /// Whether `e` names a column (possibly parenthesised).
@@ -715,7 +767,7 @@ fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Table>>) -> R
                     let pos = usize_literal(e, "GROUP BY position")?;
                     match items.get(pos.wrapping_sub(1)) {
                         Some((_, Item::Scalar(s), _)) => *s,
-                        Some((n, Item::Agg(_), _)) => {
+                        Some((n, Item::Agg(_) | Item::Post { .. }, _)) => {
                             return Err(Error::plan(format!("GROUP BY {pos} refers to aggregate {n}")));
                         }
                         None => return Err(Error::plan(format!("GROUP BY position {pos} is out of range"))),
@@ -725,7 +777,7 @@ fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Table>>) -> R
                         Ok(s) => s,
                         Err(err @ Error::UnknownColumn { .. }) => match (e, alias_item(&items, e)) {
                             (_, Some(Item::Scalar(s))) => s,
-                            (_, Some(Item::Agg(_))) => return Err(Error::plan(format!("GROUP BY {e} refers to an aggregate"))),
+                            (_, Some(Item::Agg(_) | Item::Post { .. })) => return Err(Error::plan(format!("GROUP BY {e} refers to an aggregate"))),
                             _ => return Err(err),
                         },
                         Err(err) => return Err(err),
@@ -746,7 +798,7 @@ fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Table>>) -> R
             }
         }
     }
-    let has_agg = items.iter().any(|(_, i, _)| matches!(i, Item::Agg(_)));
+    let has_agg = items.iter().any(|(_, i, _)| matches!(i, Item::Agg(_) | Item::Post { .. }));
     let order_exprs: Vec<&ast::OrderByExpr> = match &q.order_by {
         None => vec![],
         Some(ob) => match &ob.kind {
@@ -778,72 +830,43 @@ fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Table>>) -> R
 
     let order_has_agg = order_exprs
         .iter()
-        .any(|o| matches!(ctx.item(&o.expr), Ok(Item::Agg(_))));
+        .any(|o| matches!(ctx.item(&o.expr), Ok(Item::Agg(_) | Item::Post { .. })));
     let plan = if has_agg || !keys.is_empty() || order_has_agg || select.having.is_some() {
-        let mut aggs: Vec<AggExpr> = Vec::new();
-        let mut output: Vec<(String, AggOutput)> = Vec::new();
-        let add = |item: &Item, name: &str, aggs: &mut Vec<AggExpr>, output: &mut Vec<(String, AggOutput)>| -> Result<usize> {
-            let src = match item {
-                Item::Agg(a) => AggOutput::Agg(aggs.iter().position(|x| x == a).unwrap_or_else(|| {
-                    aggs.push(*a);
-                    aggs.len() - 1
-                })),
-                Item::Scalar(s) => AggOutput::Key(keys.iter().position(|k| k == s).ok_or_else(|| {
-                    Error::plan(format!("{name} must appear in GROUP BY or be used in an aggregate function"))
-                })?),
-            };
-            output.push((name.to_string(), src));
-            Ok(output.len() - 1)
-        };
+        let (hash_keys, derived) = split_derived_keys(&ctx, keys);
+        let mut outs = Outs { keys: &hash_keys, derived, aggs: Vec::new(), output: Vec::new(), pending: Vec::new() };
         for (name, item, _) in &items {
-            add(item, name, &mut aggs, &mut output)?;
+            outs.add(item, name)?;
         }
-        let visible = output.len();
+        let visible = outs.output.len();
         let mut order_by = Vec::new();
         for o in &order_exprs {
-            let out = resolve_order(&ctx, &o.expr, &items, visible, |item, name| {
-                // An existing output with the same source, else a hidden one.
-                let probe = match item {
-                    Item::Agg(a) => aggs.iter().position(|x| x == a).map(AggOutput::Agg),
-                    Item::Scalar(s) => keys.iter().position(|k| k == s).map(AggOutput::Key),
-                };
-                if let Some(src) = probe
-                    && let Some(i) = output.iter().position(|(_, s)| *s == src) {
-                        return Ok(i);
-                    }
-                add(item, name, &mut aggs, &mut output)
-            })?;
+            // An existing output with the same source, else a hidden one.
+            let out = resolve_order(&ctx, &o.expr, &items, visible, |item, name| outs.find_or_add(item, name))?;
             order_by.push(sort_key(o, out)?);
         }
         let having = match &select.having {
             None => None,
             Some(h) => {
-                let out_type = |i: usize, output: &[(String, AggOutput)], aggs: &[AggExpr]| match output[i].1 {
-                    AggOutput::Key(k) => ctx.scalar_type(&keys[k]),
-                    AggOutput::Agg(j) => aggs[j].func.output_type(aggs[j].input.map(|s| ctx.scalar_type(&s)).as_ref()),
-                };
                 let mut hook = |e: &Expr| -> Result<Option<XExpr>> {
                     if let Expr::Identifier(id) = e
                         && let Some(i) =
                             items.iter().position(|(_, _, a)| a.as_ref().is_some_and(|a| a.eq_ignore_ascii_case(&id.value)))
                     {
-                        return Ok(Some(XExpr::column(i, out_type(i, &output, &aggs))));
+                        return Ok(Some(XExpr::column(i, outs.out_type(&ctx, i))));
                     }
                     let item = match e {
                         Expr::Function(f) if agg_func(&object_name(&f.name).to_ascii_lowercase()).is_some() => Some(ctx.item(e)?),
-                        _ => ctx.expr(e).ok().and_then(|x| ctx.find_scalar(&x)).filter(|s| keys.contains(s)).map(Item::Scalar),
+                        _ => ctx
+                            .expr(e)
+                            .ok()
+                            .and_then(|x| ctx.find_scalar(&x))
+                            .filter(|s| outs.keys.contains(s) || outs.derived.iter().any(|(d, _, _)| d == s))
+                            .map(Item::Scalar),
                     };
                     match item {
                         Some(item) => {
-                            let probe = match &item {
-                                Item::Agg(a) => aggs.iter().position(|x| x == a).map(AggOutput::Agg),
-                                Item::Scalar(s) => keys.iter().position(|k| k == s).map(AggOutput::Key),
-                            };
-                            let i = match probe.and_then(|src| output.iter().position(|(_, s)| *s == src)) {
-                                Some(i) => i,
-                                None => add(&item, &e.to_string(), &mut aggs, &mut output)?,
-                            };
-                            Ok(Some(XExpr::column(i, out_type(i, &output, &aggs))))
+                            let i = outs.find_or_add(&item, &e.to_string())?;
+                            Ok(Some(XExpr::column(i, outs.out_type(&ctx, i))))
                         }
                         None if is_column(e) => Err(Error::plan(format!(
                             "{e} in HAVING must appear in GROUP BY or be used in an aggregate function"
@@ -858,12 +881,15 @@ fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Table>>) -> R
                 Some(x)
             }
         };
+        let projections = outs.finish()?;
+        let Outs { aggs, output, .. } = outs;
         Plan::Aggregate(AggregatePlan {
             table: table.clone(),
             filter,
-            keys,
+            keys: hash_keys,
             computed: ctx.computed.take(),
             aggs,
+            projections,
             having,
             output,
             visible,
@@ -874,7 +900,7 @@ fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Table>>) -> R
             .iter()
             .map(|(n, i, _)| match i {
                 Item::Scalar(s) => (n.clone(), *s),
-                Item::Agg(_) => unreachable!("no aggregates on this path"),
+                Item::Agg(_) | Item::Post { .. } => unreachable!("no aggregates on this path"),
             })
             .collect();
         let computed_output = |output: &[(String, ScalarExpr)]| -> Result<()> {
@@ -894,7 +920,7 @@ fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Table>>) -> R
                     output.push((name.to_string(), *s));
                     output.len() - 1
                 })),
-                Item::Agg(_) => Err(Error::internal("aggregate in scan ORDER BY")),
+                Item::Agg(_) | Item::Post { .. } => Err(Error::internal("aggregate in scan ORDER BY")),
             })?;
             order_by.push(sort_key(o, out)?);
         }
@@ -902,6 +928,130 @@ fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Table>>) -> R
         Plan::Scan(ScanPlan { table: table.clone(), filter, output, visible, order: OrderLimit { order_by, limit, offset } })
     };
     Ok(Statement::Query { plan, settings })
+}
+
+/// Splits GROUP BY keys into the hash keys and the keys that are functions of other keys
+/// (columns that are keys themselves) or constants: those need no place in the hash table
+/// and are computed per group from the other keys' values (ClickHouse's
+/// `optimize_group_by_function_keys`: Q36's `ClientIP - 1`, Q35's `1`). Each derived key
+/// comes with its expression over `parts` (`Expr::Column(j)` is `parts[j]`). Constants stay
+/// hash keys when no other key remains (a GROUP BY over no rows returns no row).
+fn split_derived_keys(ctx: &Ctx<'_>, keys: Vec<ScalarExpr>) -> (Vec<ScalarExpr>, Vec<(ScalarExpr, XExpr, Vec<Item>)>) {
+    let mut hash_keys = Vec::new();
+    let mut derived = Vec::new();
+    for &k in &keys {
+        if let ScalarExpr::Computed(i) = k {
+            let e = ctx.computed.borrow()[i].clone();
+            let mut cols = Vec::new();
+            e.columns(&mut cols);
+            cols.sort_unstable();
+            cols.dedup();
+            // Float keys group -0.0 with 0.0 and every NaN together, values a function can
+            // tell apart (1 / -0.0 is -inf): only keys whose equality is identity qualify.
+            let exact = |c: usize| !matches!(ctx.dtype(c), DataType::Float32 | DataType::Float64);
+            if cols.iter().all(|c| keys.contains(&ScalarExpr::Column(*c)) && exact(*c)) {
+                let expr = e.map_columns(&|c| cols.iter().position(|x| *x == c).expect("a column of the expression"));
+                let parts = cols.iter().map(|c| Item::Scalar(ScalarExpr::Column(*c))).collect();
+                derived.push((k, expr, parts));
+                continue;
+            }
+        }
+        hash_keys.push(k);
+    }
+    if hash_keys.is_empty() && !derived.is_empty() {
+        return (keys, Vec::new());
+    }
+    (hash_keys, derived)
+}
+
+/// The outputs of an aggregation being planned.
+struct Outs<'k> {
+    /// The hash keys.
+    keys: &'k [ScalarExpr],
+    /// Keys computed from other keys: (key, expression over parts, parts).
+    derived: Vec<(ScalarExpr, XExpr, Vec<Item>)>,
+    aggs: Vec<AggExpr>,
+    output: Vec<(String, AggOutput)>,
+    /// The projections behind [`AggOutput::Expr`] outputs, over their parts until
+    /// [`Outs::finish`] maps the parts to outputs.
+    pending: Vec<(XExpr, Vec<Item>)>,
+}
+
+impl Outs<'_> {
+    /// An existing output of `item`'s key or aggregate.
+    fn find(&self, item: &Item) -> Option<usize> {
+        let src = match item {
+            Item::Agg(a) => AggOutput::Agg(self.aggs.iter().position(|x| x == a)?),
+            Item::Scalar(s) => AggOutput::Key(self.keys.iter().position(|k| k == s)?),
+            Item::Post { .. } => return None,
+        };
+        self.output.iter().position(|(_, s)| *s == src)
+    }
+
+    /// Adds an output for `item`; returns its index.
+    fn add(&mut self, item: &Item, name: &str) -> Result<usize> {
+        let src = match item {
+            Item::Agg(a) => AggOutput::Agg(match self.aggs.iter().position(|x| x == a) {
+                Some(j) => j,
+                None => {
+                    self.aggs.push(*a);
+                    self.aggs.len() - 1
+                }
+            }),
+            Item::Scalar(s) => match self.keys.iter().position(|k| k == s) {
+                Some(k) => AggOutput::Key(k),
+                None => match self.derived.iter().find(|(d, _, _)| d == s) {
+                    Some((_, e, parts)) => {
+                        self.pending.push((e.clone(), parts.clone()));
+                        AggOutput::Expr(self.pending.len() - 1)
+                    }
+                    None => {
+                        return Err(Error::plan(format!(
+                            "{name} must appear in GROUP BY or be used in an aggregate function"
+                        )));
+                    }
+                },
+            },
+            Item::Post { expr, parts } => {
+                self.pending.push((expr.clone(), parts.clone()));
+                AggOutput::Expr(self.pending.len() - 1)
+            }
+        };
+        self.output.push((name.to_string(), src));
+        Ok(self.output.len() - 1)
+    }
+
+    fn find_or_add(&mut self, item: &Item, name: &str) -> Result<usize> {
+        match self.find(item) {
+            Some(i) => Ok(i),
+            None => self.add(item, name),
+        }
+    }
+
+    /// The type of output `i`.
+    fn out_type(&self, ctx: &Ctx<'_>, i: usize) -> DataType {
+        match self.output[i].1 {
+            AggOutput::Key(k) => ctx.scalar_type(&self.keys[k]),
+            AggOutput::Agg(j) => self.aggs[j].func.output_type(self.aggs[j].input.map(|s| ctx.scalar_type(&s)).as_ref()),
+            AggOutput::Expr(p) => self.pending[p].0.data_type(),
+        }
+    }
+
+    /// The projections over output columns: each part becomes an output (a hidden one
+    /// when the query does not select it).
+    fn finish(&mut self) -> Result<Vec<XExpr>> {
+        let mut out = Vec::with_capacity(self.pending.len());
+        for p in 0..self.pending.len() {
+            let (e, parts) = self.pending[p].clone();
+            let idx = parts
+                .iter()
+                .enumerate()
+                .map(|(j, part)| self.find_or_add(part, &format!("__part{p}_{j}")))
+                .collect::<Result<Vec<_>>>()?;
+            out.push(e.map_columns(&|j| idx[j]));
+        }
+        Ok(out)
+    }
 }
 
 /// Refuses an unquoted alias that is a reserved word of a SELECT's clauses: the parser
