@@ -81,6 +81,12 @@ fn expression_errors_are_typed() {
     assert!(matches!(err("SELECT a, COUNT(*) FROM t GROUP BY a HAVING s = 'x'"), Error::Plan(_)));
     assert!(matches!(err("SELECT a, COUNT(*) FROM t GROUP BY a HAVING COUNT(*)"), Error::TypeMismatch(_)));
     assert!(matches!(err("SELECT COUNT(*) FROM t WHERE s LIKE 'a%b\\\\'"), Error::Parse(_)));
+    // Rows WHERE drops never fail a query: a = 1 divides by zero, a = 2 gives 2.
+    let b = db.sql("SELECT intDiv(a, a - 1) AS q, COUNT(*), SUM(intDiv(a, a - 1)) FROM t WHERE a > 1 GROUP BY q").unwrap();
+    assert_eq!(b[0].num_rows(), 1);
+    assert_eq!(b[0].column(0).as_any().downcast_ref::<tessera::arrow::array::Int64Array>().unwrap().value(0), 2);
+    assert_eq!(b[0].column(1).as_any().downcast_ref::<tessera::arrow::array::Int64Array>().unwrap().value(0), 2);
+    assert_eq!(b[0].column(2).as_any().downcast_ref::<tessera::arrow::array::Decimal128Array>().unwrap().value(0), 4);
     // Float division by zero is not an error: inf (ClickHouse).
     let b = db.sql("SELECT MAX(a / (a - a)) FROM t").unwrap();
     let v = b[0].column(0).as_any().downcast_ref::<tessera::arrow::array::Float64Array>().unwrap().value(0);

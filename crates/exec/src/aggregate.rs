@@ -53,9 +53,10 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    /// The input of each aggregate for morsel `m` of `len` rows (`None` for COUNT(*)):
-    /// the column's chunk, or the computed expression evaluated over the whole morsel.
-    fn agg_inputs(&self, m: usize, len: usize) -> Result<Vec<Option<ArrayRef>>> {
+    /// The input of each aggregate for morsel `m` of `len` rows of which WHERE keeps `sel`
+    /// (`None` for COUNT(*)): the column's chunk, or the computed expression (see
+    /// [`eval_kept`]).
+    fn agg_inputs(&self, m: usize, len: usize, sel: Option<&[u32]>) -> Result<Vec<Option<ArrayRef>>> {
         let mut morsel: Option<Vec<Option<ArrayRef>>> = None;
         let mut done: Vec<(usize, ArrayRef)> = Vec::new();
         let mut out = Vec::with_capacity(self.plan.aggs.len());
@@ -70,7 +71,7 @@ impl Ctx<'_> {
                     (None, Some((_, arr))) => arr.clone(),
                     (None, None) => {
                         let cols = morsel.get_or_insert_with(|| morsel_columns(self.cols, m));
-                        let arr = evaluate_expr(&self.plan.computed[i], cols, len)?;
+                        let arr = eval_kept(&self.plan.computed[i], cols, len, sel)?;
                         done.push((i, arr.clone()));
                         arr
                     }
@@ -142,7 +143,8 @@ pub(crate) fn execute(
         return Ok(answer);
     }
     let plan = &with_key_tiebreak(plan);
-    let computed = materialize_keys(plan, cols, pool, query)?;
+    let kern = settings.kernels()?;
+    let (computed, computed_nulls) = materialize_keys(plan, cols, pool, query, kern)?;
     let keys: Vec<_> = plan.keys.iter().map(|k| (*k, plan.scalar_type(k))).collect();
     let chunk = |k: &ScalarExpr| -> Result<&[ArrayRef]> {
         match *k {
@@ -157,11 +159,13 @@ pub(crate) fn execute(
     let mut chunks = Vec::with_capacity(keys.len());
     for (k, _) in &keys {
         let c = chunk(k)?;
-        has_nulls.push(c.iter().any(|a| a.null_count() > 0));
+        has_nulls.push(match *k {
+            ScalarExpr::Computed(i) => computed_nulls[i],
+            _ => c.iter().any(|a| a.null_count() > 0),
+        });
         chunks.push(c);
     }
     let (layout, specs) = choose_layout(&keys, &has_nulls, settings.group_by_force_serialized);
-    let kern = settings.kernels()?;
     let reader = KeyReader { specs, chunks, kern };
     let ctx = Ctx { plan, cols, computed: &computed, settings, pool, query, kern };
     let r = &reader;
@@ -188,37 +192,96 @@ pub(crate) fn execute(
     Ok((batch, profile))
 }
 
+/// `e` over a morsel of `len` rows (columns `mcols`) of which WHERE keeps `sel` (`None`:
+/// all). Evaluated on the whole morsel when the filter keeps more than half of it, else (and
+/// when the whole morsel fails, e.g. an integer division by zero in a row WHERE drops) on
+/// the kept rows only, spread back to their positions: dropped rows then hold a kept row's
+/// value, or NULL when no row is kept, and are never read. So only rows WHERE keeps can make
+/// the query fail.
+fn eval_kept(e: &Expr, mcols: &[Option<ArrayRef>], len: usize, sel: Option<&[u32]>) -> Result<ArrayRef> {
+    let Some(s) = sel else { return evaluate_expr(e, mcols, len) };
+    if s.len() * 2 > len
+        && let Ok(a) = evaluate_expr(e, mcols, len)
+    {
+        return Ok(a);
+    }
+    if s.is_empty() {
+        return Ok(arrow::array::new_null_array(&e.data_type(), len));
+    }
+    let idx = arrow::array::UInt32Array::from(s.to_vec());
+    let taken = mcols
+        .iter()
+        .map(|c| c.as_ref().map(|a| arrow::compute::take(a, &idx, None)).transpose())
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let compact = evaluate_expr(e, &taken, s.len())?;
+    let mut pos = vec![0u32; len];
+    for (j, &r) in s.iter().enumerate() {
+        pos[r as usize] = j as u32;
+    }
+    Ok(arrow::compute::take(&compact, &arrow::array::UInt32Array::from(pos), None)?)
+}
+
 /// The computed expressions that are group keys, evaluated over every morsel in parallel
-/// (their arrays back the borrowed string keys for the whole query), indexed like
-/// `plan.computed`; `None` for expressions only used as aggregate inputs. Accounted in
-/// `query`.
+/// (their arrays back the borrowed string keys for the whole query) with [`eval_kept`],
+/// indexed like `plan.computed`; `None` for expressions only used as aggregate inputs. Also
+/// returns, per expression, whether a row WHERE keeps is NULL. Accounted in `query`.
 fn materialize_keys(
     plan: &AggregatePlan,
     cols: &[Option<ColumnChunks>],
     pool: &rayon::ThreadPool,
     query: &QueryContext,
-) -> Result<Vec<Option<Vec<ArrayRef>>>> {
+    kern: &'static Kernels,
+) -> Result<(Vec<Option<Vec<ArrayRef>>>, Vec<bool>)> {
     let chunk_lens = plan.table.chunk_lens();
     let mut out: Vec<Option<Vec<ArrayRef>>> = vec![None; plan.computed.len()];
-    for k in &plan.keys {
-        let ScalarExpr::Computed(i) = *k else { continue };
-        if out[i].is_some() {
-            continue;
-        }
-        let e: &Expr = &plan.computed[i];
-        let chunks: Vec<ArrayRef> = pool.install(|| {
-            (0..chunk_lens.len())
-                .into_par_iter()
-                .map(|m| {
-                    query.check_cancelled()?;
-                    evaluate_expr(e, &morsel_columns(cols, m), chunk_lens[m])
-                })
-                .collect::<Result<Vec<_>>>()
-        })?;
-        query.grow(chunks.iter().map(|a| a.get_array_memory_size()).sum(), "GROUP BY computed keys")?;
+    let mut nulls = vec![false; plan.computed.len()];
+    let mut wanted: Vec<usize> = plan
+        .keys
+        .iter()
+        .filter_map(|k| match *k {
+            ScalarExpr::Computed(i) => Some(i),
+            _ => None,
+        })
+        .collect();
+    wanted.dedup();
+    if wanted.is_empty() {
+        return Ok((out, nulls));
+    }
+    let per_morsel: Vec<Vec<(ArrayRef, bool)>> = pool.install(|| {
+        (0..chunk_lens.len())
+            .into_par_iter()
+            .map(|m| {
+                query.check_cancelled()?;
+                let len = chunk_lens[m];
+                let mcols = morsel_columns(cols, m);
+                let sel = match &plan.filter {
+                    Some(f) => selection(&evaluate(f, &mcols, len, kern)?, kern),
+                    None => None,
+                };
+                wanted
+                    .iter()
+                    .map(|&i| {
+                        let a = eval_kept(&plan.computed[i], &mcols, len, sel.as_deref())?;
+                        let has_nulls = match (&sel, a.nulls()) {
+                            (_, None) => false,
+                            (None, Some(_)) => a.null_count() > 0,
+                            (Some(s), Some(n)) => s.iter().any(|&r| n.is_null(r as usize)),
+                        };
+                        Ok((a, has_nulls))
+                    })
+                    .collect::<Result<Vec<_>>>()
+            })
+            .collect::<Result<Vec<_>>>()
+    })?;
+    let mut bytes = 0;
+    for (w, &i) in wanted.iter().enumerate() {
+        let chunks: Vec<ArrayRef> = per_morsel.iter().map(|v| v[w].0.clone()).collect();
+        nulls[i] = per_morsel.iter().any(|v| v[w].1);
+        bytes += chunks.iter().map(|a| a.get_array_memory_size()).sum::<usize>();
         out[i] = Some(chunks);
     }
-    Ok(out)
+    query.grow(bytes, "GROUP BY computed keys")?;
+    Ok((out, nulls))
 }
 
 /// Keeps the rows of `batch` (the aggregation's output columns) where `having` is TRUE.
@@ -293,7 +356,7 @@ where
             w.rows_in += n;
             extract(m, sel, n, &mut w.keys);
             K::hash_batch(&w.keys, ctx.kern, &mut w.hashes);
-            let owned = ctx.agg_inputs(m, len)?;
+            let owned = ctx.agg_inputs(m, len, sel)?;
             let inputs: Vec<Option<&ArrayRef>> = owned.iter().map(|a| a.as_ref()).collect();
             // A worker may take any share of the morsels: reserve for all rows not yet
             // seen (an upper bound; capacity never touched costs address space only).
