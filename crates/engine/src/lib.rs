@@ -38,7 +38,7 @@ pub use tessera_common::{Error, Result, Settings, Table};
 use tessera_exec::Pools;
 pub use tessera_exec::{CancelToken, Profile, QueryContext};
 use tessera_sql::Statement;
-pub use tessera_storage::{Codec, DEFAULT_GRANULE_ROWS, DiskTable, TableOptions};
+pub use tessera_storage::{Codec, DEFAULT_BLOCK_CACHE_BYTES, DEFAULT_GRANULE_ROWS, DiskTable, TableOptions};
 
 /// A set of named tables plus default settings and thread pools.
 #[derive(Debug, Default)]
@@ -107,6 +107,24 @@ impl Database {
     /// directory.
     pub fn open_warnings(&self) -> Vec<String> {
         self.store.as_ref().map(|s| s.warnings()).unwrap_or_default()
+    }
+
+    /// Sets the byte budget of the decoded-block cache of this database's on-disk tables
+    /// (default [`DEFAULT_BLOCK_CACHE_BYTES`], 2 GiB; 0 disables it) and empties it. Decoded
+    /// granule runs of the columns queries read are kept up to the budget, so a repeated
+    /// query runs without decompressing and decoding again. The cache is shared by all
+    /// tables and queries of the database; its bytes are not counted in a query's
+    /// `max_memory_usage` (as in ClickHouse), only the arrays a query holds while it runs.
+    /// No effect without a database directory.
+    pub fn set_block_cache_size(&self, bytes: u64) {
+        if let Some(s) = &self.store {
+            s.set_block_cache_size(bytes);
+        }
+    }
+
+    /// Bytes the decoded-block cache holds now (0 without a database directory).
+    pub fn block_cache_bytes(&self) -> u64 {
+        self.store.as_ref().map_or(0, |s| s.block_cache().bytes())
     }
 
     /// The entries of on-disk table `name`'s `detached/` directory (parts moved out of the
@@ -220,7 +238,8 @@ impl Database {
         if let Some(t) = self.tables.read().expect("catalog lock").get(&name.to_ascii_lowercase()) {
             return Some(t.clone());
         }
-        self.disk_table(name).and_then(|t| t.snapshot().ok()).map(Arc::new)
+        let cache = self.store.as_ref().map(|s| s.block_cache());
+        self.disk_table(name).and_then(|t| t.snapshot_cached(cache).ok()).map(Arc::new)
     }
 
     /// Names of all tables, sorted.

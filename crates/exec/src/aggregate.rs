@@ -22,17 +22,18 @@ use arrow::compute::{SortColumn, SortOptions, concat_batches, lexsort_to_indices
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use rayon::prelude::*;
 use tessera_common::float::canonical_array;
-use tessera_common::{ColumnChunks, Error, Result, Settings};
+use tessera_common::{Error, Result, Settings};
 
 use crate::Profile;
 use crate::accum::{Accumulator, OrdVal};
 use crate::context::QueryContext;
 use crate::expr::{Expr, evaluate as evaluate_expr};
-use crate::filter::{evaluate, morsel_columns, selection};
+use crate::filter::{evaluate, selection};
+use crate::morsel::{Input, MorselColumns};
 use crate::hashtable::GroupTable;
 use crate::partial::{Partial, Scratch, finalize_partitioned, scatter_ok};
 use crate::keys::{GroupKey, KeyReader, Layout, choose_layout, key_array};
-use crate::plan::{AggFunc, AggOutput, AggregatePlan, OrderLimit, ScalarExpr, SortKey};
+use crate::plan::{AggFunc, AggOutput, AggregatePlan, OrderLimit, Plan, ScalarExpr, SortKey};
 use crate::pool::run_morsels;
 use tessera_kernels::Kernels;
 
@@ -41,10 +42,12 @@ const MAX_TOP_N: usize = 100_000;
 
 struct Ctx<'a> {
     plan: &'a AggregatePlan,
-    cols: &'a [Option<ColumnChunks>],
-    /// The computed group keys over every morsel, indexed like `plan.computed` (`None`
-    /// for expressions that are only aggregate inputs).
-    computed: &'a [Option<Vec<ArrayRef>>],
+    input: &'a Input<'a>,
+    /// Columns of the WHERE clause (read first: PREWHERE) and the other columns read.
+    filter_cols: Vec<usize>,
+    other_cols: Vec<usize>,
+    /// Whether the layout's keys borrow the input's bytes (string keys).
+    borrows: bool,
     settings: &'a Settings,
     pool: &'a rayon::ThreadPool,
     /// The kernel family of this query.
@@ -53,37 +56,100 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    /// The input of each aggregate for morsel `m` of `len` rows of which WHERE keeps `sel`
-    /// (`None` for COUNT(*)): the column's chunk, or the computed expression (see
-    /// [`eval_kept`]).
-    fn agg_inputs(&self, m: usize, len: usize, sel: Option<&[u32]>) -> Result<Vec<Option<ArrayRef>>> {
-        let mut morsel: Option<Vec<Option<ArrayRef>>> = None;
-        let mut done: Vec<(usize, ArrayRef)> = Vec::new();
+    /// The array of `e` in a morsel of `len` rows of which WHERE keeps `sel`: a column's
+    /// array, or a computed expression (see [`eval_kept`]).
+    fn scalar_array(&self, e: &ScalarExpr, mcols: &MorselColumns<'_>, len: usize, sel: Option<&[u32]>) -> Result<ArrayRef> {
+        match *e {
+            ScalarExpr::Computed(i) => eval_kept(&self.plan.computed[i], &mcols.cols, len, sel),
+            ScalarExpr::Column(c) => Ok(mcols.get(c)?.clone()),
+            ScalarExpr::Minute(_) => Err(Error::internal("minute() as an aggregate input is planned as an expression")),
+        }
+    }
+
+    /// The input array of each aggregate in a morsel (`None` for COUNT(*)).
+    fn agg_inputs(&self, mcols: &MorselColumns<'_>, len: usize, sel: Option<&[u32]>) -> Result<Vec<Option<ArrayRef>>> {
+        let mut done: Vec<(ScalarExpr, ArrayRef)> = Vec::new();
         let mut out = Vec::with_capacity(self.plan.aggs.len());
         for a in &self.plan.aggs {
-            out.push(match a.input {
+            out.push(match &a.input {
                 None => None,
-                Some(ScalarExpr::Column(c)) => {
-                    Some(self.cols[c].as_ref().ok_or_else(|| Error::internal("agg input not loaded"))?[m].clone())
-                }
-                Some(ScalarExpr::Computed(i)) => Some(match (&self.computed[i], done.iter().find(|(j, _)| *j == i)) {
-                    (Some(chunks), _) => chunks[m].clone(),
-                    (None, Some((_, arr))) => arr.clone(),
-                    (None, None) => {
-                        let cols = morsel.get_or_insert_with(|| morsel_columns(self.cols, m));
-                        let arr = eval_kept(&self.plan.computed[i], cols, len, sel)?;
-                        done.push((i, arr.clone()));
+                Some(e) => Some(match done.iter().find(|(d, _)| d == e) {
+                    Some((_, arr)) => arr.clone(),
+                    None => {
+                        let arr = self.scalar_array(e, mcols, len, sel)?;
+                        done.push((*e, arr.clone()));
                         arr
                     }
                 }),
-                Some(ScalarExpr::Minute(_)) => return Err(Error::internal("minute() as an aggregate input is planned as an expression")),
             });
         }
         Ok(out)
     }
 
+    /// The array of each key in a morsel: its column's, or the computed expression's.
+    fn key_arrays(&self, mcols: &MorselColumns<'_>, len: usize, sel: Option<&[u32]>) -> Result<Vec<ArrayRef>> {
+        self.plan
+            .keys
+            .iter()
+            .map(|k| match k {
+                ScalarExpr::Computed(_) => self.scalar_array(k, mcols, len, sel),
+                k => Ok(mcols.get(k.column())?.clone()),
+            })
+            .collect()
+    }
+
     fn new_accs(&self) -> Result<Vec<Accumulator>> {
         self.plan.aggs.iter().map(|a| Accumulator::new(a, a.input.map(|e| self.plan.scalar_type(&e)))).collect()
+    }
+}
+
+/// `e` over a morsel of `len` rows (columns `mcols`) of which WHERE keeps `sel` (`None`:
+/// all). Evaluated on the whole morsel when the filter keeps more than half of it, else (and
+/// when the whole morsel fails, e.g. an integer division by zero in a row WHERE drops) on
+/// the kept rows only, spread back to their positions: dropped rows then hold a kept row's
+/// value and are never read. So only rows WHERE keeps can make the query fail.
+fn eval_kept(e: &Expr, mcols: &[Option<ArrayRef>], len: usize, sel: Option<&[u32]>) -> Result<ArrayRef> {
+    let Some(s) = sel else { return evaluate_expr(e, mcols, len) };
+    if s.len() * 2 > len
+        && let Ok(a) = evaluate_expr(e, mcols, len)
+    {
+        return Ok(a);
+    }
+    if s.is_empty() {
+        return Ok(arrow::array::new_null_array(&e.data_type(), len));
+    }
+    let idx = arrow::array::UInt32Array::from(s.to_vec());
+    let taken = mcols
+        .iter()
+        .map(|c| c.as_ref().map(|a| arrow::compute::take(a, &idx, None)).transpose())
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let compact = evaluate_expr(e, &taken, s.len())?;
+    let mut pos = vec![0u32; len];
+    for (j, &r) in s.iter().enumerate() {
+        pos[r as usize] = j as u32;
+    }
+    Ok(arrow::compute::take(&compact, &arrow::array::UInt32Array::from(pos), None)?)
+}
+
+/// Keeps the rows of `batch` (the aggregation's output columns) where `having` is TRUE.
+fn apply_having(batch: RecordBatch, having: &Expr) -> Result<RecordBatch> {
+    let cols: Vec<Option<ArrayRef>> = batch.columns().iter().cloned().map(Some).collect();
+    let keep = evaluate_expr(having, &cols, batch.num_rows())?;
+    let keep = keep.as_boolean_opt().ok_or_else(|| Error::internal("HAVING of a non-boolean type"))?;
+    Ok(arrow::compute::filter_record_batch(&batch, &crate::expr::true_mask(keep))?)
+}
+
+/// Whether key or aggregate input `e` may be NULL in a row: its column may hold NULLs, or
+/// the expression reads such a column or has a NULL constant.
+fn may_have_nulls(plan: &AggregatePlan, input: &Input<'_>, e: &ScalarExpr) -> bool {
+    match *e {
+        ScalarExpr::Computed(i) => {
+            let x = &plan.computed[i];
+            let mut cols = Vec::new();
+            x.columns(&mut cols);
+            x.has_null_literal() || cols.iter().any(|&c| input.may_have_nulls(c))
+        }
+        e => input.may_have_nulls(e.column()),
     }
 }
 
@@ -113,183 +179,104 @@ fn with_key_tiebreak(plan: &AggregatePlan) -> AggregatePlan {
     plan
 }
 
-/// `SELECT COUNT(*) [, COUNT(*) ..] FROM t` with no WHERE and no GROUP BY: the row count the
-/// table knows from its metadata (part row counts, Parquet footers), no column read.
-fn count_from_metadata(plan: &AggregatePlan) -> Result<Option<(RecordBatch, Profile)>> {
+/// `SELECT COUNT(*), MIN(c), MAX(c) .. FROM t` with no WHERE and no GROUP BY, answered
+/// from the table's metadata: the row count from part row counts (Parquet footers), MIN and
+/// MAX from the min/max index (the minimum of the per-granule minimums, through the same
+/// accumulator as the rows would go: one NULL handling and order). No column is read.
+/// `None` when an aggregate needs the rows.
+fn from_metadata(plan: &AggregatePlan) -> Result<Option<(RecordBatch, Profile)>> {
     if plan.filter.is_some()
+        || !plan.keys.is_empty()
         || plan.having.is_some()
-        || plan.output.iter().any(|(_, o)| !matches!(o, AggOutput::Agg(_)))
-        || !plan.keys.is_empty() || plan.aggs.iter().any(|a| a.func != AggFunc::CountStar) {
+        || plan.output.iter().any(|(_, o)| matches!(o, AggOutput::Expr(_)))
+    {
         return Ok(None);
     }
     let rows = plan.table.num_rows();
-    let fields: Vec<Field> = plan.output.iter().map(|(name, _)| Field::new(name, DataType::Int64, true)).collect();
-    let cols: Vec<ArrayRef> =
-        plan.output.iter().map(|_| Arc::new(arrow::array::Int64Array::from(vec![rows as i64])) as ArrayRef).collect();
+    let mut values = Vec::with_capacity(plan.aggs.len());
+    for a in &plan.aggs {
+        let v: ArrayRef = match (a.func, a.input) {
+            (AggFunc::CountStar, _) => Arc::new(arrow::array::Int64Array::from(vec![rows as i64])),
+            (AggFunc::Min | AggFunc::Max, Some(ScalarExpr::Column(c))) => {
+                let Some((lo, hi)) = plan.table.min_max(c) else { return Ok(None) };
+                let Ok(mut acc) = Accumulator::new(a, Some(lo.data_type().clone())) else { return Ok(None) };
+                let per_granule = if a.func == AggFunc::Min { lo } else { hi };
+                acc.resize(1);
+                acc.update(&vec![0; per_granule.len()], Some(&per_granule), None)?;
+                acc.emit(&[0])?
+            }
+            _ => return Ok(None),
+        };
+        values.push(v);
+    }
+    let fields: Vec<Field> = plan
+        .output
+        .iter()
+        .map(|(name, o)| match o {
+            AggOutput::Agg(j) => Field::new(name, values[*j].data_type().clone(), true),
+            AggOutput::Key(_) | AggOutput::Expr(_) => Field::new(name, DataType::Null, true),
+        })
+        .collect();
+    let cols: Vec<ArrayRef> = plan
+        .output
+        .iter()
+        .map(|(_, o)| match o {
+            AggOutput::Agg(j) => Ok(values[*j].clone()),
+            AggOutput::Key(_) | AggOutput::Expr(_) => Err(Error::internal("group key without GROUP BY")),
+        })
+        .collect::<Result<_>>()?;
     let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)?;
     let out = order_and_limit(batch, &plan.order, plan.visible)?;
     Ok(Some((out, Profile { layout: Some("metadata"), groups: 1, rows_in: rows, ..Profile::default() })))
 }
 
-/// Runs an aggregation plan.
+/// Runs an aggregation plan, reading the table a morsel at a time.
 pub(crate) fn execute(
     plan: &AggregatePlan,
-    cols: &[Option<ColumnChunks>],
     settings: &Settings,
     pool: &rayon::ThreadPool,
     query: &QueryContext,
 ) -> Result<(RecordBatch, Profile)> {
-    if let Some(answer) = count_from_metadata(plan)? {
+    if let Some(answer) = from_metadata(plan)? {
         return Ok(answer);
     }
     let plan = &with_key_tiebreak(plan);
-    let kern = settings.kernels()?;
-    let (computed, computed_nulls) = materialize_keys(plan, cols, pool, query, kern)?;
+    let table = &plan.table;
     let keys: Vec<_> = plan.keys.iter().map(|k| (*k, plan.scalar_type(k))).collect();
-    let chunk = |k: &ScalarExpr| -> Result<&[ArrayRef]> {
-        match *k {
-            ScalarExpr::Computed(i) => computed[i].as_deref().ok_or_else(|| Error::internal("computed key not evaluated")),
-            k => cols[k.column()]
-                .as_deref()
-                .map(|c| c.as_slice())
-                .ok_or_else(|| Error::internal(format!("column {} not loaded", k.column()))),
-        }
-    };
-    let mut has_nulls = Vec::with_capacity(keys.len());
-    let mut chunks = Vec::with_capacity(keys.len());
-    for (k, _) in &keys {
-        let c = chunk(k)?;
-        has_nulls.push(match *k {
-            ScalarExpr::Computed(i) => computed_nulls[i],
-            _ => c.iter().any(|a| a.null_count() > 0),
-        });
-        chunks.push(c);
-    }
+    let whole = Plan::Aggregate(plan.clone());
+    let used = whole.columns_used();
+    let filter_cols = whole.filter_columns();
+    let other_cols: Vec<usize> = used.iter().copied().filter(|c| filter_cols.binary_search(c).is_err()).collect();
+    let input = Input::open(table, &used, query)?;
+    let has_nulls: Vec<bool> = keys.iter().map(|(k, _)| may_have_nulls(plan, &input, k)).collect();
     let (layout, specs) = choose_layout(&keys, &has_nulls, settings.group_by_force_serialized);
-    let reader = KeyReader { specs, chunks, kern };
-    let ctx = Ctx { plan, cols, computed: &computed, settings, pool, query, kern };
+    let kern = settings.kernels()?;
+    let reader = KeyReader { specs, kern, borrow: std::marker::PhantomData };
+    let borrows = reader.borrows(layout);
+    let ctx = Ctx { plan, input: &input, filter_cols, other_cols, borrows, settings, pool, query, kern };
     let r = &reader;
     let (batch, mut profile) = match layout {
         Layout::Unit => run::<(), _, _>(&ctx, |_, _, n, out| {
             out.clear();
             out.resize(n, ());
         }, |_, _| OrdVal::Null)?,
-        Layout::Fixed64 => run::<u64, _, _>(&ctx, |m, s, n, out| r.fixed64(m, s, n, out), |k, i| {
+        Layout::Fixed64 => run::<u64, _, _>(&ctx, |a, s, n, out| r.fixed64(a, s, n, out), |k, i| {
             r.packed_value(i, *k as u128)
         })?,
-        Layout::Fixed128 => run::<u128, _, _>(&ctx, |m, s, n, out| r.fixed128(m, s, n, out), |k, i| {
+        Layout::Fixed128 => run::<u128, _, _>(&ctx, |a, s, n, out| r.fixed128(a, s, n, out), |k, i| {
             r.packed_value(i, *k)
         })?,
-        Layout::Str => run::<&[u8], _, _>(&ctx, |m, s, _, out| r.string(m, s, out), |k, _| OrdVal::Bytes(k))?,
-        Layout::FixedStr => run::<(u128, &[u8]), _, _>(&ctx, |m, s, n, out| r.fixed_string(m, s, n, out), |k, i| {
+        Layout::Str => run::<&[u8], _, _>(&ctx, |a, s, _, out| r.string(a, s, out), |k, _| OrdVal::Bytes(k))?,
+        Layout::FixedStr => run::<(u128, &[u8]), _, _>(&ctx, |a, s, n, out| r.fixed_string(a, s, n, out), |k, i| {
             if r.specs[i].width == 0 { OrdVal::Bytes(k.1) } else { r.packed_value(i, k.0) }
         })?,
-        Layout::Serialized => run::<Box<[u8]>, _, _>(&ctx, |m, s, n, out| r.serialized(m, s, n, out), |k, i| {
+        Layout::Serialized => run::<Box<[u8]>, _, _>(&ctx, |a, s, n, out| r.serialized(a, s, n, out), |k, i| {
             r.serialized_value(i, k)
         })?,
     };
     profile.layout = Some(layout.name());
+    profile.morsels_skipped = input.skipped();
     Ok((batch, profile))
-}
-
-/// `e` over a morsel of `len` rows (columns `mcols`) of which WHERE keeps `sel` (`None`:
-/// all). Evaluated on the whole morsel when the filter keeps more than half of it, else (and
-/// when the whole morsel fails, e.g. an integer division by zero in a row WHERE drops) on
-/// the kept rows only, spread back to their positions: dropped rows then hold a kept row's
-/// value, or NULL when no row is kept, and are never read. So only rows WHERE keeps can make
-/// the query fail.
-fn eval_kept(e: &Expr, mcols: &[Option<ArrayRef>], len: usize, sel: Option<&[u32]>) -> Result<ArrayRef> {
-    let Some(s) = sel else { return evaluate_expr(e, mcols, len) };
-    if s.len() * 2 > len
-        && let Ok(a) = evaluate_expr(e, mcols, len)
-    {
-        return Ok(a);
-    }
-    if s.is_empty() {
-        return Ok(arrow::array::new_null_array(&e.data_type(), len));
-    }
-    let idx = arrow::array::UInt32Array::from(s.to_vec());
-    let taken = mcols
-        .iter()
-        .map(|c| c.as_ref().map(|a| arrow::compute::take(a, &idx, None)).transpose())
-        .collect::<std::result::Result<Vec<_>, _>>()?;
-    let compact = evaluate_expr(e, &taken, s.len())?;
-    let mut pos = vec![0u32; len];
-    for (j, &r) in s.iter().enumerate() {
-        pos[r as usize] = j as u32;
-    }
-    Ok(arrow::compute::take(&compact, &arrow::array::UInt32Array::from(pos), None)?)
-}
-
-/// The computed expressions that are group keys, evaluated over every morsel in parallel
-/// (their arrays back the borrowed string keys for the whole query) with [`eval_kept`],
-/// indexed like `plan.computed`; `None` for expressions only used as aggregate inputs. Also
-/// returns, per expression, whether a row WHERE keeps is NULL. Accounted in `query`.
-fn materialize_keys(
-    plan: &AggregatePlan,
-    cols: &[Option<ColumnChunks>],
-    pool: &rayon::ThreadPool,
-    query: &QueryContext,
-    kern: &'static Kernels,
-) -> Result<(Vec<Option<Vec<ArrayRef>>>, Vec<bool>)> {
-    let chunk_lens = plan.table.chunk_lens();
-    let mut out: Vec<Option<Vec<ArrayRef>>> = vec![None; plan.computed.len()];
-    let mut nulls = vec![false; plan.computed.len()];
-    let mut wanted: Vec<usize> = plan
-        .keys
-        .iter()
-        .filter_map(|k| match *k {
-            ScalarExpr::Computed(i) => Some(i),
-            _ => None,
-        })
-        .collect();
-    wanted.dedup();
-    if wanted.is_empty() {
-        return Ok((out, nulls));
-    }
-    let per_morsel: Vec<Vec<(ArrayRef, bool)>> = pool.install(|| {
-        (0..chunk_lens.len())
-            .into_par_iter()
-            .map(|m| {
-                query.check_cancelled()?;
-                let len = chunk_lens[m];
-                let mcols = morsel_columns(cols, m);
-                let sel = match &plan.filter {
-                    Some(f) => selection(&evaluate(f, &mcols, len, kern)?, kern),
-                    None => None,
-                };
-                wanted
-                    .iter()
-                    .map(|&i| {
-                        let a = eval_kept(&plan.computed[i], &mcols, len, sel.as_deref())?;
-                        let has_nulls = match (&sel, a.nulls()) {
-                            (_, None) => false,
-                            (None, Some(_)) => a.null_count() > 0,
-                            (Some(s), Some(n)) => s.iter().any(|&r| n.is_null(r as usize)),
-                        };
-                        Ok((a, has_nulls))
-                    })
-                    .collect::<Result<Vec<_>>>()
-            })
-            .collect::<Result<Vec<_>>>()
-    })?;
-    let mut bytes = 0;
-    for (w, &i) in wanted.iter().enumerate() {
-        let chunks: Vec<ArrayRef> = per_morsel.iter().map(|v| v[w].0.clone()).collect();
-        nulls[i] = per_morsel.iter().any(|v| v[w].1);
-        bytes += chunks.iter().map(|a| a.get_array_memory_size()).sum::<usize>();
-        out[i] = Some(chunks);
-    }
-    query.grow(bytes, "GROUP BY computed keys")?;
-    Ok((out, nulls))
-}
-
-/// Keeps the rows of `batch` (the aggregation's output columns) where `having` is TRUE.
-fn apply_having(batch: RecordBatch, having: &Expr) -> Result<RecordBatch> {
-    let cols: Vec<Option<ArrayRef>> = batch.columns().iter().cloned().map(Some).collect();
-    let keep = evaluate_expr(having, &cols, batch.num_rows())?;
-    let keep = keep.as_boolean_opt().ok_or_else(|| Error::internal("HAVING of a non-boolean type"))?;
-    Ok(arrow::compute::filter_record_batch(&batch, &crate::expr::true_mask(keep))?)
 }
 
 struct Worker<K> {
@@ -300,12 +287,16 @@ struct Worker<K> {
     rows_in: usize,
     /// Bytes of `table` accounted in the query context.
     accounted: usize,
+    /// Key arrays of the morsels whose string bytes `table` references (see
+    /// [`KeyReader`]); their bytes stay accounted in the query.
+    retained: Vec<ArrayRef>,
+    retained_bytes: usize,
 }
 
 fn run<K, E, D>(ctx: &Ctx<'_>, extract: E, decode: D) -> Result<(RecordBatch, Profile)>
 where
     K: GroupKey,
-    E: Fn(usize, Option<&[u32]>, usize, &mut Vec<K>) + Sync,
+    E: Fn(&[&ArrayRef], Option<&[u32]>, usize, &mut Vec<K>) + Sync,
     D: for<'k> Fn(&'k K, usize) -> OrdVal<'k> + Sync,
 {
     let plan = ctx.plan;
@@ -313,20 +304,14 @@ where
     let chunk_lens = plan.table.chunk_lens();
     ctx.new_accs()?; // validates the aggregate types once
     let new_accs = || ctx.new_accs().expect("validated above");
-    let input_chunks: Vec<Option<&[ArrayRef]>> = plan
-        .aggs
-        .iter()
-        .map(|a| match a.input {
-            Some(ScalarExpr::Column(c)) => ctx.cols[c].as_ref().map(|c| c.as_slice()),
-            _ => None,
-        })
-        .collect();
-    // Computed inputs may hold NULLs and string states need their bytes: those aggregate
+    let input_nulls: Vec<bool> = plan.aggs.iter().filter_map(|a| a.input).map(|e| may_have_nulls(plan, ctx.input, &e)).collect();
+    // String states (MIN/MAX, COUNT(DISTINCT) of strings) need their bytes: those aggregate
     // through per-partition hash tables instead of scattered rows.
-    let scatter = scatter_ok(&input_chunks)
-        && new_accs().iter().all(|a| a.scatterable())
-        && plan.aggs.iter().all(|a| matches!(a.input, None | Some(ScalarExpr::Column(_))));
+    let scatter = scatter_ok(&input_nulls) && new_accs().iter().all(|a| a.scatterable());
     let total_rows = plan.table.num_rows();
+    // Declared before the tables, dropped after them: the arrays string keys point into.
+    let mut retained: Vec<ArrayRef> = Vec::new();
+    let mut retained_bytes = 0usize;
 
     // Phase 1: partial aggregation per worker.
     let partials = run_morsels(
@@ -340,41 +325,77 @@ where
             scratch: Scratch::new(),
             rows_in: 0,
             accounted: 0,
+            retained: Vec::new(),
+            retained_bytes: 0,
         },
         |w: &mut Worker<K>, m| {
             ctx.query.check_cancelled()?;
             let len = chunk_lens[m];
+            let mut mcols = ctx.input.morsel();
+            ctx.input.read(m, &ctx.filter_cols, &mut mcols)?;
             let sel = match &ctx.plan.filter {
-                Some(f) => selection(&evaluate(f, &morsel_columns(ctx.cols, m), len, ctx.kern)?, ctx.kern),
+                Some(f) => selection(&evaluate(f, &mcols.cols, len, ctx.kern)?, ctx.kern),
                 None => None,
             };
             let sel = sel.as_deref();
             let n = sel.map_or(len, |s| s.len());
             if n == 0 {
+                ctx.input.skip();
                 return Ok(());
             }
+            ctx.input.read(m, &ctx.other_cols, &mut mcols)?;
             w.rows_in += n;
-            extract(m, sel, n, &mut w.keys);
-            K::hash_batch(&w.keys, ctx.kern, &mut w.hashes);
-            let owned = ctx.agg_inputs(m, len, sel)?;
-            let inputs: Vec<Option<&ArrayRef>> = owned.iter().map(|a| a.as_ref()).collect();
-            // A worker may take any share of the morsels: reserve for all rows not yet
-            // seen (an upper bound; capacity never touched costs address space only).
-            let expect = total_rows.saturating_sub(w.rows_in - n);
-            if threshold == 0 {
-                w.table.grow_up(scatter, expect, &inputs, &new_accs);
+            let owned_keys = ctx.key_arrays(&mcols, len, sel)?;
+            let key_arrays: Vec<&ArrayRef> = owned_keys.iter().collect();
+            let groups_before = w.table.size();
+            let mut add = || -> Result<()> {
+                extract(&key_arrays, sel, n, &mut w.keys);
+                K::hash_batch(&w.keys, ctx.kern, &mut w.hashes);
+                let owned = ctx.agg_inputs(&mcols, len, sel)?;
+                let inputs: Vec<Option<&ArrayRef>> = owned.iter().map(|a| a.as_ref()).collect();
+                // A worker may take any share of the morsels: reserve for all rows not yet
+                // seen (an upper bound; capacity never touched costs address space only).
+                let expect = total_rows.saturating_sub(w.rows_in - n);
+                if threshold == 0 {
+                    w.table.grow_up(scatter, expect, &inputs, &new_accs);
+                }
+                w.table.add(&mut w.keys, &w.hashes, &inputs, sel, &mut w.scratch)?;
+                if w.table.size() > threshold {
+                    w.table.grow_up(scatter, expect.saturating_sub(n), &inputs, &new_accs);
+                }
+                if w.table.size() >= u32::MAX as usize / 2 {
+                    return Err(Error::ResourcesExhausted("more than 2^31 groups in one thread".into()));
+                }
+                ctx.query.resize(&mut w.accounted, w.table.memory_size(), w.table.operator())
+            };
+            let added = add();
+            // No key slice outlives this morsel's arrays unless they are retained below.
+            w.keys.clear();
+            if ctx.borrows && w.table.size() != groups_before {
+                // New groups (or scattered rows) hold slices of these arrays: keep them
+                // (first, so that even on an error below nothing points to freed bytes).
+                w.retained.extend(key_arrays.iter().map(|a| Arc::clone(a)));
+                // Streamed arrays are the query's memory; a resident table's are not.
+                let bytes: usize = ctx
+                    .plan
+                    .keys
+                    .iter()
+                    .zip(&key_arrays)
+                    // Computed keys are always the query's own arrays.
+                    .filter(|(k, _)| matches!(k, ScalarExpr::Computed(_)) || ctx.input.is_streamed(k.column()))
+                    .map(|(_, a)| a.get_array_memory_size())
+                    .sum();
+                ctx.query.grow(bytes, "GROUP BY string keys")?;
+                w.retained_bytes += bytes;
             }
-            w.table.add(&mut w.keys, &w.hashes, &inputs, sel, &mut w.scratch)?;
-            if w.table.size() > threshold {
-                w.table.grow_up(scatter, expect.saturating_sub(n), &inputs, &new_accs);
-            }
-            if w.table.size() >= u32::MAX as usize / 2 {
-                return Err(Error::ResourcesExhausted("more than 2^31 groups in one thread".into()));
-            }
-            ctx.query.resize(&mut w.accounted, w.table.memory_size(), w.table.operator())?;
-            Ok(())
+            added
         },
     )?;
+    for w in &partials {
+        retained.extend(w.retained.iter().cloned());
+        retained_bytes += w.retained_bytes;
+    }
+    let _release = ReleaseOnDrop { query: ctx.query, bytes: retained_bytes };
     let rows_in: usize = partials.iter().map(|w| w.rows_in).sum();
     let mut partials: Vec<Partial<K>> = partials.into_iter().map(|w| w.table).filter(|t| !t.is_empty()).collect();
 
@@ -439,10 +460,22 @@ where
     Ok((out, Profile { layout: None, groups, two_level, rows_in, hash_table_bytes, ..Profile::default() }))
 }
 
+/// Gives back bytes accounted in a query when dropped.
+struct ReleaseOnDrop<'q> {
+    query: &'q QueryContext,
+    bytes: usize,
+}
+
+impl Drop for ReleaseOnDrop<'_> {
+    fn drop(&mut self) {
+        self.query.shrink(self.bytes);
+    }
+}
+
 /// The unit key `()` of a key-less aggregation, produced through the extractor.
-fn extract_unit<K>(extract: &impl Fn(usize, Option<&[u32]>, usize, &mut Vec<K>)) -> K {
+fn extract_unit<K>(extract: &impl Fn(&[&ArrayRef], Option<&[u32]>, usize, &mut Vec<K>)) -> K {
     let mut v = Vec::with_capacity(1);
-    extract(0, Some(&[]), 1, &mut v);
+    extract(&[], Some(&[]), 1, &mut v);
     v.pop().expect("unit extractor yields one key")
 }
 

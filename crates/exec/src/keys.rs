@@ -224,22 +224,24 @@ pub(crate) fn choose_layout(
     (layout, specs)
 }
 
-/// Reads key values of morsels. `'a` is the lifetime of the query's column chunks, which
-/// string keys borrow.
+/// Reads the key values of one morsel: `arrs[k]` is the morsel's array of key `k`'s column.
+///
+/// `'a` is the lifetime string keys (`&'a [u8]`) are handed out with: the bytes belong to
+/// the morsel's arrays, which the aggregation keeps alive (in its `retained` list) for as
+/// long as any key taken from them is in a table or buffer (see `aggregate::run`).
 pub(crate) struct KeyReader<'a> {
     pub(crate) specs: Vec<KeySpec>,
-    /// Chunks of each key's column.
-    pub(crate) chunks: Vec<&'a [ArrayRef]>,
     /// The query's kernel family.
     pub(crate) kern: &'static Kernels,
+    pub(crate) borrow: std::marker::PhantomData<&'a [u8]>,
 }
 
 impl<'a> KeyReader<'a> {
-    /// Raw fixed-width bit patterns of key `k` for the selected rows of morsel `m`,
+    /// Raw fixed-width bit patterns of key `k` for the selected rows of the morsel,
     /// zero-extended to u64.
-    fn raws(&self, k: usize, m: usize, sel: Option<&[u32]>, out: &mut Vec<u64>) {
+    fn raws(&self, k: usize, arrs: &[&ArrayRef], sel: Option<&[u32]>, out: &mut Vec<u64>) {
         out.clear();
-        let arr = &self.chunks[k][m];
+        let arr = arrs[k];
         macro_rules! go {
             ($t:ty, $conv:expr) => {{
                 let v = arr.as_primitive::<$t>().values();
@@ -284,8 +286,26 @@ impl<'a> KeyReader<'a> {
         self.specs.iter().position(|s| s.width == 0).expect("layout has a string key")
     }
 
-    fn strings(&self, k: usize, m: usize, sel: Option<&[u32]>, out: &mut Vec<&'a [u8]>) {
-        let (offsets, data) = string_parts(&self.chunks[k][m]);
+    /// Whether keys of this layout borrow the input's bytes (a string key, not serialized):
+    /// the morsel's arrays must then outlive the keys taken from them.
+    pub(crate) fn borrows(&self, layout: Layout) -> bool {
+        matches!(layout, Layout::Str | Layout::FixedStr)
+    }
+
+    /// The string values of key `k` for the selected rows, with the reader's lifetime.
+    ///
+    /// The slices point into `arrs[k]`'s value buffer; the caller keeps that array alive
+    /// (or drops every slice taken) before the array is dropped.
+    fn strings(&self, k: usize, arrs: &[&ArrayRef], sel: Option<&[u32]>, out: &mut Vec<&'a [u8]>) {
+        let (offsets, data) = string_parts(arrs[k]);
+        // SAFETY: `data` lives in an Arrow buffer on the heap, owned (shared) by `arrs[k]`;
+        // moving or cloning the `ArrayRef` never moves it. `aggregate::run` (the only
+        // caller, through the extractors) keeps a clone of every array whose bytes a table
+        // or radix buffer still references in its `retained` list, declared before the
+        // tables and dropped after them, and clears its key scratch vector before dropping
+        // an array it does not retain; so no slice with lifetime `'a` is used after its
+        // buffer is freed.
+        let data: &'a [u8] = unsafe { std::slice::from_raw_parts(data.as_ptr(), data.len()) };
         let get = |i: usize| &data[offsets[i] as usize..offsets[i + 1] as usize];
         match sel {
             None => out.extend((0..offsets.len() - 1).map(get)),
@@ -293,21 +313,21 @@ impl<'a> KeyReader<'a> {
         }
     }
 
-    /// Packed fixed keys (<= 64 bits) of the selected rows of morsel `m`.
-    pub(crate) fn fixed64(&self, m: usize, sel: Option<&[u32]>, n: usize, out: &mut Vec<u64>) {
+    /// Packed fixed keys (<= 64 bits) of the selected rows of the morsel.
+    pub(crate) fn fixed64(&self, arrs: &[&ArrayRef], sel: Option<&[u32]>, n: usize, out: &mut Vec<u64>) {
         out.clear();
         out.resize(n, 0);
         let mut raws = Vec::with_capacity(n);
         for (k, spec) in self.specs.iter().enumerate() {
-            self.raws(k, m, sel, &mut raws);
+            self.raws(k, arrs, sel, &mut raws);
             for (o, &r) in out.iter_mut().zip(&raws) {
                 *o |= r << spec.shift;
             }
         }
     }
 
-    /// Packed fixed keys (<= 128 bits; string keys skipped) of morsel `m`.
-    pub(crate) fn fixed128(&self, m: usize, sel: Option<&[u32]>, n: usize, out: &mut Vec<u128>) {
+    /// Packed fixed keys (<= 128 bits; string keys skipped) of the morsel.
+    pub(crate) fn fixed128(&self, arrs: &[&ArrayRef], sel: Option<&[u32]>, n: usize, out: &mut Vec<u128>) {
         out.clear();
         out.resize(n, 0);
         let mut raws = Vec::with_capacity(n);
@@ -315,42 +335,42 @@ impl<'a> KeyReader<'a> {
             if spec.width == 0 {
                 continue;
             }
-            self.raws(k, m, sel, &mut raws);
+            self.raws(k, arrs, sel, &mut raws);
             for (o, &r) in out.iter_mut().zip(&raws) {
                 *o |= (r as u128) << spec.shift;
             }
         }
     }
 
-    /// The single string key of morsel `m`.
-    pub(crate) fn string(&self, m: usize, sel: Option<&[u32]>, out: &mut Vec<&'a [u8]>) {
+    /// The single string key of the morsel.
+    pub(crate) fn string(&self, arrs: &[&ArrayRef], sel: Option<&[u32]>, out: &mut Vec<&'a [u8]>) {
         out.clear();
-        self.strings(self.string_index(), m, sel, out);
+        self.strings(self.string_index(), arrs, sel, out);
     }
 
-    /// Fixed part + string key of morsel `m`.
-    pub(crate) fn fixed_string(&self, m: usize, sel: Option<&[u32]>, n: usize, out: &mut Vec<(u128, &'a [u8])>) {
+    /// Fixed part + string key of the morsel.
+    pub(crate) fn fixed_string(&self, arrs: &[&ArrayRef], sel: Option<&[u32]>, n: usize, out: &mut Vec<(u128, &'a [u8])>) {
         let mut fixed = Vec::new();
-        self.fixed128(m, sel, n, &mut fixed);
+        self.fixed128(arrs, sel, n, &mut fixed);
         let mut strs = Vec::with_capacity(n);
-        self.string(m, sel, &mut strs);
+        self.string(arrs, sel, &mut strs);
         out.clear();
         out.extend(fixed.into_iter().zip(strs));
     }
 
     /// Serialized keys: per key a validity byte, then 8 bytes (fixed) or a u32 length and
     /// the bytes (string), little endian.
-    pub(crate) fn serialized(&self, m: usize, sel: Option<&[u32]>, n: usize, out: &mut Vec<Box<[u8]>>) {
+    pub(crate) fn serialized(&self, arrs: &[&ArrayRef], sel: Option<&[u32]>, n: usize, out: &mut Vec<Box<[u8]>>) {
         let mut bufs: Vec<Vec<u8>> = vec![Vec::new(); n];
         let mut raws = Vec::new();
         let mut strs = Vec::new();
         for (k, spec) in self.specs.iter().enumerate() {
-            let arr = &self.chunks[k][m];
+            let arr = arrs[k];
             let nulls = arr.logical_nulls();
             let row = |i: usize| sel.map_or(i, |s| s[i] as usize);
             if spec.width == 0 {
                 strs.clear();
-                self.strings(k, m, sel, &mut strs);
+                self.strings(k, arrs, sel, &mut strs);
                 for (i, b) in bufs.iter_mut().enumerate() {
                     if nulls.as_ref().is_some_and(|nb| nb.is_null(row(i))) {
                         b.push(0);
@@ -361,7 +381,7 @@ impl<'a> KeyReader<'a> {
                     }
                 }
             } else {
-                self.raws(k, m, sel, &mut raws);
+                self.raws(k, arrs, sel, &mut raws);
                 for (i, b) in bufs.iter_mut().enumerate() {
                     if nulls.as_ref().is_some_and(|nb| nb.is_null(row(i))) {
                         b.push(0);

@@ -16,6 +16,7 @@ pub mod expr;
 pub mod filter;
 mod hashtable;
 mod keys;
+mod morsel;
 mod partial;
 pub mod plan;
 pub mod pool;
@@ -45,6 +46,9 @@ pub struct Profile {
     pub hash_table_bytes: usize,
     /// The most bytes the query's accounted buffers held at once (see [`QueryContext`]).
     pub peak_memory_bytes: usize,
+    /// Morsels whose WHERE columns were read and no row passed, so the query's other
+    /// columns were not read for them (PREWHERE).
+    pub morsels_skipped: usize,
 }
 
 /// Runs `plan` with `settings` on a pool from `pools`; returns the answer as one batch.
@@ -79,10 +83,9 @@ pub fn execute_in(
         profile.peak_memory_bytes = query.peak_memory_usage();
         return Ok((batch, profile));
     }
-    let cols = scan::load_columns(plan.table(), &plan.columns_used())?;
     let (batch, mut profile) = match plan {
-        Plan::Aggregate(p) => aggregate::execute(p, &cols, settings, &pool, query),
-        Plan::Scan(p) => scan::execute(p, &cols, settings, &pool, query),
+        Plan::Aggregate(p) => aggregate::execute(p, settings, &pool, query),
+        Plan::Scan(p) => scan::execute(p, settings, &pool, query),
     }?;
     profile.peak_memory_bytes = query.peak_memory_usage();
     Ok((batch, profile))

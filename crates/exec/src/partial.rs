@@ -380,7 +380,8 @@ pub(crate) fn finalize_partitioned<K: GroupKey>(
     Ok(finals)
 }
 
-/// Whether scattered rows can carry these aggregate inputs (no NULLs anywhere).
-pub(crate) fn scatter_ok(columns: &[Option<&[ArrayRef]>]) -> bool {
-    columns.iter().flatten().all(|chunks| chunks.iter().all(|a| a.null_count() == 0))
+/// Whether scattered rows can carry the aggregate inputs: none may hold NULLs
+/// (`may_have_nulls[i]` for each input column).
+pub(crate) fn scatter_ok(may_have_nulls: &[bool]) -> bool {
+    !may_have_nulls.iter().any(|&n| n)
 }

@@ -340,6 +340,22 @@ impl Plan {
         cols
     }
 
+    /// The columns the WHERE clause reads (ascending, no repeats): what PREWHERE reads
+    /// first.
+    pub fn filter_columns(&self) -> Vec<usize> {
+        let filter = match self {
+            Plan::Aggregate(p) => &p.filter,
+            Plan::Scan(p) => &p.filter,
+        };
+        let mut cols = Vec::new();
+        if let Some(f) = filter {
+            predicate_columns(f, &mut cols);
+        }
+        cols.sort_unstable();
+        cols.dedup();
+        cols
+    }
+
     /// The table the plan reads.
     pub fn table(&self) -> &Arc<Table> {
         match self {

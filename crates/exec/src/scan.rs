@@ -16,34 +16,36 @@ use arrow::array::{
 use arrow::compute::{concat_batches, interleave, take};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimestampSecondType, UInt64Type};
 use tessera_kernels::Kernels;
-use tessera_common::{ColumnChunks, Error, Result, Settings};
+use tessera_common::{Result, Settings};
 
 use crate::Profile;
 use crate::aggregate::order_and_limit;
 use crate::context::QueryContext;
-use crate::filter::{evaluate, morsel_columns, selection};
+use crate::filter::{evaluate, selection};
+use crate::morsel::Input;
 use crate::plan::{OrderLimit, Plan, ScalarExpr, ScanPlan, SortKey};
 use crate::pool::run_morsels;
 
 /// Kept rows below which a worker's top-N buffer is not compacted.
 const MIN_COMPACT_ROWS: usize = 65_536;
 
-/// Runs a scan plan.
+/// Runs a scan plan, reading the table a morsel at a time.
 pub(crate) fn execute(
     plan: &ScanPlan,
-    cols: &[Option<ColumnChunks>],
     settings: &Settings,
     pool: &rayon::ThreadPool,
     query: &QueryContext,
 ) -> Result<(RecordBatch, Profile)> {
-    run(plan, cols, settings, pool, query, false)
+    let input = Input::open(&plan.table, &Plan::Scan(plan.clone()).columns_used(), query)?;
+    let (batch, profile) = run(plan, &input, settings, pool, query, false)?;
+    Ok((batch, Profile { morsels_skipped: input.skipped(), ..profile }))
 }
 
 /// Runs a scan plan; with `with_rows` the answer gets one more column after the visible
 /// ones: each row's position in the table (`UInt64`).
 fn run(
     plan: &ScanPlan,
-    cols: &[Option<ColumnChunks>],
+    input: &Input<'_>,
     settings: &Settings,
     pool: &rayon::ThreadPool,
     query: &QueryContext,
@@ -69,6 +71,11 @@ fn run(
     let local = OrderLimit { order_by: order.order_by.clone(), limit: want, offset: 0 };
     let all_cols = schema.fields().len();
     let kern = settings.kernels()?;
+    // PREWHERE: the filter's columns first; the outputs only for morsels with a row left.
+    let filter_cols = Plan::Scan(plan.clone()).filter_columns();
+    let mut output_cols: Vec<usize> = plan.output.iter().map(|(_, e)| e.column()).collect();
+    output_cols.sort_unstable();
+    output_cols.dedup();
     // LIMIT without ORDER BY: rows that passed, per finished morsel (`usize::MAX` until
     // then). Morsel `m` is skipped once the finished morsels before it hold `want` rows.
     let passed_in: Vec<AtomicUsize> = (0..chunk_lens.len()).map(|_| AtomicUsize::new(usize::MAX)).collect();
@@ -100,19 +107,22 @@ fn run(
                 return Ok(());
             }
             let len = chunk_lens[m];
-            let mcols = morsel_columns(cols, m);
+            let mut mcols = input.morsel();
+            input.read(m, &filter_cols, &mut mcols)?;
             let sel = match &plan.filter {
-                Some(f) => selection(&evaluate(f, &mcols, len, kern)?, kern),
+                Some(f) => selection(&evaluate(f, &mcols.cols, len, kern)?, kern),
                 None => None,
             };
             if sel.as_ref().is_some_and(|s| s.is_empty()) {
                 passed_in[m].store(0, Ordering::Release);
+                input.skip();
                 return Ok(());
             }
+            input.read(m, &output_cols, &mut mcols)?;
             let idx = sel.map(UInt32Array::from);
             let mut out = Vec::with_capacity(all_cols);
             for (_, e) in &plan.output {
-                let arr = mcols[e.column()].as_ref().ok_or_else(|| Error::internal("scan column not loaded"))?;
+                let arr = mcols.get(e.column())?;
                 let arr = match &idx {
                     Some(i) => take(arr, i, None)?,
                     None => arr.clone(),
@@ -205,9 +215,10 @@ pub(crate) fn execute_late(
     if wanted.iter().all(|c| first_cols.binary_search(c).is_ok()) {
         return Ok(None);
     }
-    let cols = load_columns(&plan.table, &first_cols)?;
-    let (rows, profile) = run(&first, &cols, settings, pool, query, true)?;
-    drop(cols);
+    let input = Input::open(&plan.table, &first_cols, query)?;
+    let (rows, profile) = run(&first, &input, settings, pool, query, true)?;
+    let profile = Profile { morsels_skipped: input.skipped(), ..profile };
+    drop(input);
     let rows = rows.column(0).as_primitive::<UInt64Type>();
 
     // Phase 2: the visible columns of the morsels holding those rows.
@@ -255,16 +266,6 @@ pub(crate) fn execute_late(
 /// Rows a LIMIT may ask for and still take the late-materialization path (past it, reading
 /// whole columns costs no more than fetching that many rows' morsels).
 const MAX_LATE_ROWS: usize = 65_536;
-
-/// The loaded columns at `used`, indexed by table column (`None` elsewhere).
-pub(crate) fn load_columns(table: &tessera_common::Table, used: &[usize]) -> Result<Vec<Option<ColumnChunks>>> {
-    let loaded = table.columns(used)?;
-    let mut cols: Vec<Option<ColumnChunks>> = vec![None; table.schema().fields().len()];
-    for (&i, c) in used.iter().zip(loaded) {
-        cols[i] = Some(c);
-    }
-    Ok(cols)
-}
 
 /// The position in the table of each chunk's first row.
 fn chunk_starts(chunk_lens: &[usize]) -> Vec<u64> {

@@ -158,10 +158,12 @@
 #![warn(missing_docs)]
 
 mod block;
+mod cache;
 mod manifest;
 mod part;
 mod table;
 
 pub use block::Codec;
+pub use cache::{BlockCache, DEFAULT_BLOCK_CACHE_BYTES};
 pub use part::{FORMAT_VERSION, Part};
 pub use table::{DEFAULT_GRANULE_ROWS, DETACHED_DIR, DiskTable, PartIdKey, Store, TABLE_FORMAT_VERSION, TableOptions};

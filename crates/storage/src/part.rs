@@ -482,6 +482,8 @@ pub struct Part {
     /// xxh3 of `checksums.txt` (which covers every other file): the part's identity in the
     /// table manifest.
     pub(crate) sums_hash: u64,
+    /// Process-unique id of this opened part: its decoded blocks' key in the block cache.
+    pub(crate) uid: u64,
     schema: SchemaRef,
     maps: Vec<Mmap>,
     /// `marks[c][g]`: byte offset of the block holding granule `g` of column `c`, and the
@@ -490,6 +492,8 @@ pub struct Part {
     /// First sort-key tuple of each granule (one array of `granules` values per key column).
     pub(crate) primary: Vec<ArrayRef>,
     pub(crate) stats: Vec<Stats>,
+    /// `min_max[c]`: per-granule minimums and maximums of column `c` (the column's type).
+    pub(crate) min_max: Vec<(ArrayRef, ArrayRef)>,
     /// `blooms[c]`: per-granule bloom filters of column `c`, if it has them.
     pub(crate) blooms: Vec<Option<Vec<Vec<u64>>>>,
 }
@@ -623,6 +627,7 @@ impl Part {
         let mm_types: Vec<DataType> = schema.fields().iter().flat_map(|f| [f.data_type().clone(), f.data_type().clone()]).collect();
         let mm = read_blocks(body, &mm_types, g).map_err(|d| corrupt("minmax.idx", d))?;
         let stats = mm.chunks_exact(2).map(|p| stats_of(&p[0], &p[1])).collect();
+        let min_max = mm.chunks_exact(2).map(|p| (p[0].clone(), p[1].clone())).collect();
         let bloom_bytes = take_small(&mut small, "bloom.idx")?;
         let blooms = read_blooms(&bloom_bytes, ncols, g).map_err(|d| corrupt("bloom.idx", d))?;
         // column files
@@ -660,11 +665,13 @@ impl Part {
             granule_rows: meta.granule_rows,
             granules: g,
             sums_hash: xxhash_rust::xxh3::xxh3_64(&sums),
+            uid: crate::cache::next_part_id(),
             schema: schema.clone(),
             maps,
             marks,
             primary,
             stats,
+            min_max,
             blooms,
         })
     }

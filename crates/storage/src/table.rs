@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use tessera_common::{ColumnRange, ColumnSource, Error, PrunedSource, RangeValue, Result, Table, is_supported_type};
 
 use crate::block::Codec;
+use crate::cache::{BlockCache, DEFAULT_BLOCK_CACHE_BYTES};
 use crate::manifest::{self, MANIFEST, Manifest};
 use crate::part::{self, GRANULES_PER_MORSEL, Layout, Part, Stats, parse_type, sync_dir, type_name, write_part, write_synced};
 
@@ -683,6 +684,16 @@ impl DiskTable {
     /// # Errors
     /// [`Error::NotImplemented`] cannot happen for a table created through this crate.
     pub fn snapshot(self: &Arc<Self>) -> Result<Table> {
+        self.snapshot_cached(None)
+    }
+
+    /// [`DiskTable::snapshot`] reading through `cache`: decoded blocks are taken from it
+    /// when there and put in it when decoded, so the next query over the same granules
+    /// does not decode them again.
+    ///
+    /// # Errors
+    /// As [`DiskTable::snapshot`].
+    pub fn snapshot_cached(self: &Arc<Self>, cache: Option<Arc<BlockCache>>) -> Result<Table> {
         let parts = self.parts_now();
         let mut morsels = Vec::new();
         for (pi, (_, p)) in parts.iter().enumerate() {
@@ -690,7 +701,7 @@ impl DiskTable {
                 morsels.push(Morsel { part: pi, g0, g1: (g0 + GRANULES_PER_MORSEL).min(p.granules) });
             }
         }
-        let snap = Snapshot { table: self.clone(), parts, morsels };
+        let snap = Snapshot { table: self.clone(), parts, morsels, cache };
         let lens = snap.chunk_lens();
         Table::lazy(&self.name, self.schema.clone(), lens, Some(Arc::new(snap)))
     }
@@ -763,6 +774,7 @@ struct Snapshot {
     table: Arc<DiskTable>,
     parts: PartList,
     morsels: Vec<Morsel>,
+    cache: Option<Arc<BlockCache>>,
 }
 
 impl Snapshot {
@@ -847,12 +859,44 @@ impl ColumnSource for Snapshot {
             .par_iter()
             .map(|&(c, m)| {
                 let mo = self.morsels[m];
-                self.parts[mo.part].1.read_granules(c, mo.g0, mo.g1)
+                let part = &self.parts[mo.part].1;
+                let Some(cache) = &self.cache else { return part.read_granules(c, mo.g0, mo.g1) };
+                let key = (part.uid, c as u32, mo.g0 as u32, mo.g1 as u32);
+                if let Some(a) = cache.get(&key) {
+                    return Ok(a);
+                }
+                let a = part.read_granules(c, mo.g0, mo.g1)?;
+                cache.insert(key, &a);
+                Ok(a)
             })
             .collect::<Result<Vec<_>>>()?;
         let n = morsels.len();
         let mut it = arrays.into_iter();
         Ok(indices.iter().map(|_| it.by_ref().take(n).collect()).collect())
+    }
+
+    /// The per-granule min/max of the snapshot's granules, for integer, date, timestamp
+    /// and string columns (floats: the engine's NaN/-0.0 order is not the index's).
+    fn min_max(&self, column: usize) -> Option<(ArrayRef, ArrayRef)> {
+        let dt = self.table.schema.fields().get(column)?.data_type();
+        if matches!(dt, arrow::datatypes::DataType::Float32 | arrow::datatypes::DataType::Float64) {
+            return None;
+        }
+        let mut los = Vec::with_capacity(self.morsels.len());
+        let mut his = Vec::with_capacity(self.morsels.len());
+        for m in &self.morsels {
+            let (lo, hi) = self.parts[m.part].1.min_max.get(column)?;
+            if lo.len() < m.g1 || hi.len() < m.g1 {
+                return None;
+            }
+            los.push(lo.slice(m.g0, m.g1 - m.g0));
+            his.push(hi.slice(m.g0, m.g1 - m.g0));
+        }
+        let cat = |v: &[ArrayRef]| match v.len() {
+            0 => Some(arrow::array::new_empty_array(dt)),
+            _ => concat(&v.iter().map(|a| a.as_ref()).collect::<Vec<_>>()).ok(),
+        };
+        Some((cat(&los)?, cat(&his)?))
     }
 
     /// Keeps granules whose min/max (and, for the leading sort-key column, the sparse
@@ -883,7 +927,7 @@ impl ColumnSource for Snapshot {
             }
         }
         *self.table.last_prune.lock().expect("prune lock") = Some((kept, total));
-        let snap = Snapshot { table: self.table.clone(), parts: self.parts.clone(), morsels };
+        let snap = Snapshot { table: self.table.clone(), parts: self.parts.clone(), morsels, cache: self.cache.clone() };
         Some(PrunedSource { chunk_lens: snap.chunk_lens(), source: Arc::new(snap) })
     }
 }
@@ -902,6 +946,8 @@ impl ColumnSource for Snapshot {
 pub struct Store {
     dir: PathBuf,
     tables: RwLock<BTreeMap<String, Arc<DiskTable>>>,
+    /// Decoded blocks of every table, under one byte budget.
+    cache: RwLock<Arc<BlockCache>>,
 }
 
 impl Store {
@@ -957,13 +1003,33 @@ impl Store {
                 }
             }
         }
-        Ok(Store { dir: dir.to_path_buf(), tables: RwLock::new(tables) })
+        Ok(Store {
+            dir: dir.to_path_buf(),
+            tables: RwLock::new(tables),
+            cache: RwLock::new(Arc::new(BlockCache::new(DEFAULT_BLOCK_CACHE_BYTES))),
+        })
     }
 
     /// The open warnings of every table ([`DiskTable::open_warnings`]): parts moved to
     /// `detached/`, migrations. Empty after a clean open.
     pub fn warnings(&self) -> Vec<String> {
         self.tables.read().map(|t| t.values().flat_map(|t| t.open_warnings().to_vec()).collect()).unwrap_or_default()
+    }
+
+    /// The decoded-block cache shared by this database's tables (budget
+    /// [`DEFAULT_BLOCK_CACHE_BYTES`] unless set).
+    pub fn block_cache(&self) -> Arc<BlockCache> {
+        self.cache.read().map(|c| c.clone()).unwrap_or_else(|e| e.into_inner().clone())
+    }
+
+    /// Replaces the decoded-block cache by an empty one of `bytes` (0 disables caching).
+    /// Queries running now finish with the old one.
+    pub fn set_block_cache_size(&self, bytes: u64) {
+        let fresh = Arc::new(BlockCache::new(bytes));
+        match self.cache.write() {
+            Ok(mut c) => *c = fresh,
+            Err(e) => *e.into_inner() = fresh,
+        }
     }
 
     /// The directory.

@@ -1,0 +1,143 @@
+//! The input side of the morsel pipeline: the columns of one morsel at a time.
+//!
+//! A query opens an [`Input`] over the columns it reads. For a table whose source reads
+//! morsels (the parts of an on-disk table, [`Table::streams`]) nothing is read up front:
+//! each worker reads the columns of the morsel it took, works on them and drops them, so a
+//! query holds about `threads x one morsel` of decoded data (plus what its operators keep),
+//! whatever the table size. The bytes a morsel's columns hold are accounted in the query's
+//! `max_memory_usage` while they live ([`MorselColumns`] gives them back on drop). Other
+//! tables (in memory, Parquet files registered for queries) load the columns once and keep
+//! them, and a morsel is a zero-copy slice of them.
+//!
+//! PREWHERE (ClickHouse's name; late materialization of filter inputs): operators read a
+//! morsel's WHERE columns first, evaluate the filter, and read the other columns only when
+//! some row passed ([`Input::read`] twice). On a selective filter most morsels never decode
+//! the wide columns. The unit is the morsel (up to 8 granules of 8,192 rows).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use arrow::array::{Array, ArrayRef};
+use tessera_common::{ColumnChunks, Error, Result, Table};
+
+use crate::context::QueryContext;
+
+/// Columns a query reads, by table column.
+pub(crate) struct Input<'a> {
+    table: &'a Table,
+    /// Columns in memory for the whole query (all of them unless the table streams).
+    resident: Vec<Option<ColumnChunks>>,
+    query: &'a QueryContext,
+    /// Morsels dropped after their WHERE columns (see [`Input::skipped`]).
+    skipped: AtomicUsize,
+}
+
+/// The columns read so far of one morsel, indexed by table column (`None` elsewhere); the
+/// bytes read for it stay accounted in the query until this is dropped.
+pub(crate) struct MorselColumns<'q> {
+    pub(crate) cols: Vec<Option<ArrayRef>>,
+    accounted: usize,
+    query: &'q QueryContext,
+}
+
+impl MorselColumns<'_> {
+    /// The array of table column `c`.
+    ///
+    /// # Errors
+    /// [`Error::Internal`] if the column was not read.
+    pub(crate) fn get(&self, c: usize) -> Result<&ArrayRef> {
+        self.cols.get(c).and_then(|a| a.as_ref()).ok_or_else(|| Error::internal(format!("column {c} not read")))
+    }
+}
+
+impl Drop for MorselColumns<'_> {
+    fn drop(&mut self) {
+        self.query.shrink(self.accounted);
+    }
+}
+
+impl<'a> Input<'a> {
+    /// An input over columns `used` of `table`: loads them whole now unless the table
+    /// streams (then columns already in memory are used, the others read per morsel).
+    ///
+    /// # Errors
+    /// Errors of the table's source while loading.
+    pub(crate) fn open(table: &'a Table, used: &[usize], query: &'a QueryContext) -> Result<Self> {
+        let mut resident = vec![None; table.schema().fields().len()];
+        let loaded = if table.streams() {
+            table.resident_columns(used)
+        } else {
+            table.columns(used)?.into_iter().map(Some).collect()
+        };
+        for (&c, col) in used.iter().zip(loaded) {
+            resident[c] = col;
+        }
+        Ok(Input { table, resident, query, skipped: AtomicUsize::new(0) })
+    }
+
+    /// No column of a morsel yet; [`Input::read`] fills it.
+    pub(crate) fn morsel(&self) -> MorselColumns<'a> {
+        MorselColumns { cols: vec![None; self.resident.len()], accounted: 0, query: self.query }
+    }
+
+    /// Adds the columns `which` of morsel `m` to `into` (those it lacks): sliced from memory
+    /// or read from the table's source, accounted in the query.
+    ///
+    /// # Errors
+    /// Errors of the source; [`Error::ResourcesExhausted`] when the read columns would
+    /// take the query past `max_memory_usage`; [`Error::Cancelled`].
+    pub(crate) fn read(&self, m: usize, which: &[usize], into: &mut MorselColumns<'_>) -> Result<()> {
+        let mut missing = Vec::new();
+        for &c in which {
+            if into.cols[c].is_some() {
+                continue;
+            }
+            match &self.resident[c] {
+                Some(chunks) => {
+                    into.cols[c] = Some(chunks.get(m).cloned().ok_or_else(|| Error::internal(format!("morsel {m} out of range")))?)
+                }
+                None => missing.push(c),
+            }
+        }
+        if missing.is_empty() {
+            return Ok(());
+        }
+        missing.sort_unstable();
+        missing.dedup();
+        self.query.check_cancelled()?;
+        let read = self.table.morsel_columns(&missing, &[m])?;
+        let bytes: usize = read.iter().flatten().map(|a| a.get_array_memory_size()).sum();
+        self.query.grow(bytes, "reading columns")?;
+        into.accounted += bytes;
+        for (c, mut arrays) in missing.into_iter().zip(read) {
+            into.cols[c] = arrays.pop();
+        }
+        Ok(())
+    }
+
+    /// Records that no row of a morsel passed the WHERE clause, so its other columns were
+    /// not read.
+    pub(crate) fn skip(&self) {
+        self.skipped.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Morsels whose WHERE columns were read and that no row passed: their other columns
+    /// were never read (PREWHERE's saving).
+    pub(crate) fn skipped(&self) -> usize {
+        self.skipped.load(Ordering::Relaxed)
+    }
+
+    /// Whether column `c` is read per morsel (its arrays are the query's memory) rather
+    /// than held by the table for the whole query.
+    pub(crate) fn is_streamed(&self, c: usize) -> bool {
+        self.resident[c].is_none()
+    }
+
+    /// Whether column `c` may hold NULLs: counted for a column in memory, the schema's
+    /// nullability for a streamed one (not read to find out).
+    pub(crate) fn may_have_nulls(&self, c: usize) -> bool {
+        match &self.resident[c] {
+            Some(chunks) => chunks.iter().any(|a| a.null_count() > 0),
+            None => self.table.schema().field(c).is_nullable(),
+        }
+    }
+}
