@@ -389,6 +389,24 @@ impl Expr {
         }
     }
 
+    /// Whether a NULL constant occurs in the expression (the only way it yields NULL from
+    /// non-NULL inputs: CASE without ELSE has a NULL ELSE).
+    pub fn has_null_literal(&self) -> bool {
+        match self {
+            Expr::Literal(l) => *l == Literal::Null,
+            Expr::Column { .. } => false,
+            Expr::Arith { left, right, .. } | Expr::Cmp { left, right, .. } => left.has_null_literal() || right.has_null_literal(),
+            Expr::And(v) | Expr::Or(v) => v.iter().any(Expr::has_null_literal),
+            Expr::Not(e) | Expr::IsNull { expr: e, .. } | Expr::Cast { expr: e, .. } | Expr::Like { expr: e, .. } => {
+                e.has_null_literal()
+            }
+            Expr::Case { branches, otherwise, .. } => {
+                otherwise.has_null_literal() || branches.iter().any(|(c, v)| c.has_null_literal() || v.has_null_literal())
+            }
+            Expr::Func { args, .. } => args.iter().any(Expr::has_null_literal),
+        }
+    }
+
     /// Appends the column indices the expression reads to `out` (with repeats).
     pub fn columns(&self, out: &mut Vec<usize>) {
         match self {
