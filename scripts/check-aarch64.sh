@@ -21,9 +21,10 @@
 #       CARGO_TEST_ARGS default to the whole suite (`--release --workspace --no-fail-fast`)
 #       on SVE 256, and on the other three CPUs to what depends on the vector ISA and width:
 #       every crate's unit tests, the kernel families against their scalar twins
-#       (`--test families`) and the end-to-end golden answers (`--test golden`). The rest
-#       of the suite runs the same code on every aarch64 CPU (kernels are picked once per
-#       query), and running it four times under emulation took most of CI's hour.
+#       (`--test families`) and the golden answers with each kernel family this CPU has
+#       (`golden_answers_every_simd_level`). The rest of the suite runs the same code on
+#       every aarch64 CPU (kernels are picked once per query), and running it four times
+#       under emulation took most of CI's hour.
 #       Logs: $CARGO_TARGET_DIR/check-aarch64-<config>.log.
 #
 # Notes on the method
@@ -124,7 +125,7 @@ do_all() { # cargo-test-args...
   local subset=()
   if [ $# -eq 0 ]; then
     set -- --release --workspace --no-fail-fast
-    subset=(--release --workspace --no-fail-fast --lib --test families --test golden)
+    subset=(--release --workspace --no-fail-fast)
   fi
   setup_env "$(qemu_cpu sve 256)"
   mkdir -p "$CARGO_TARGET_DIR"
@@ -136,18 +137,24 @@ do_all() { # cargo-test-args...
   fi
   local build_s=$((SECONDS - t0))
   local configs=("sve 256" "sve 128" "sve 512" "neon -")
-  local results=() failed=0 c cpu bits name log rc args
+  local results=() failed=0 c cpu bits name log rc
   for c in "${configs[@]}"; do
     read -r cpu bits <<<"$c"
     if [ "$cpu" = sve ]; then name="sve$bits"; else name=neon; fi
-    args=("$@")
-    if [ ${#subset[@]} -gt 0 ] && [ "$name" != sve256 ]; then args=("${subset[@]}"); fi
     log="$CARGO_TARGET_DIR/check-aarch64-$name.log"
     setup_env "$(qemu_cpu "$cpu" "$bits")"
-    echo "$SELF: [$name] cargo test ${args[*]} (qemu -cpu $(qemu_cpu "$cpu" "$bits"))" >&2
     t0=$SECONDS
     set +e
-    run_cargo test "${args[@]}" 2>&1 | tee "$log"
+    if [ ${#subset[@]} -gt 0 ] && [ "$name" != sve256 ]; then
+      echo "$SELF: [$name] unit tests, kernel families, golden answers per family (qemu -cpu $(qemu_cpu "$cpu" "$bits"))" >&2
+      {
+        run_cargo test "${subset[@]}" --lib --test families &&
+          run_cargo test "${subset[@]}" --test golden -- golden_answers_every_simd_level
+      } 2>&1 | tee "$log"
+    else
+      echo "$SELF: [$name] cargo test $* (qemu -cpu $(qemu_cpu "$cpu" "$bits"))" >&2
+      run_cargo test "$@" 2>&1 | tee "$log"
+    fi
     rc=${PIPESTATUS[0]}
     set -e
     if [ "$rc" -eq 0 ]; then
