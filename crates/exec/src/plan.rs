@@ -125,8 +125,8 @@ pub enum ScalarExpr {
     /// Minute of hour (0..59, `UInt8`) of a `Timestamp(Second)` column, UTC
     /// (`extract(minute FROM c)`, ClickHouse `toMinute(c)`).
     Minute(usize),
-    /// Expression `i` of [`AggregatePlan::computed`] (aggregations only), computed per
-    /// morsel.
+    /// Expression `i` of the plan's `computed` list ([`AggregatePlan::computed`],
+    /// [`ScanPlan::computed`]), computed per morsel.
     Computed(usize),
 }
 
@@ -301,6 +301,9 @@ pub struct ScanPlan {
     pub filter: Option<Predicate>,
     /// Output columns (name, expression); the first `visible` are returned.
     pub output: Vec<(String, ScalarExpr)>,
+    /// The expressions [`ScalarExpr::Computed`] outputs refer to, over the table's
+    /// columns, evaluated on the rows WHERE keeps.
+    pub computed: Vec<Expr>,
     /// Number of visible output columns.
     pub visible: usize,
     /// Sorting and limits.
@@ -328,7 +331,12 @@ impl Plan {
                 &p.filter
             }
             Plan::Scan(p) => {
-                cols.extend(p.output.iter().map(|(_, e)| e.column()));
+                for (_, e) in &p.output {
+                    match e {
+                        ScalarExpr::Computed(i) => p.computed[*i].columns(&mut cols),
+                        e => cols.push(e.column()),
+                    }
+                }
                 &p.filter
             }
         };

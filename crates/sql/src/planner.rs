@@ -903,15 +903,6 @@ fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Table>>) -> R
                 Item::Agg(_) | Item::Post { .. } => unreachable!("no aggregates on this path"),
             })
             .collect();
-        let computed_output = |output: &[(String, ScalarExpr)]| -> Result<()> {
-            match output.iter().find(|(_, s)| matches!(s, ScalarExpr::Computed(_))) {
-                Some((name, _)) => Err(Error::not_implemented(format!(
-                    "expression {name} in a query without GROUP BY or aggregates"
-                ))),
-                None => Ok(()),
-            }
-        };
-        computed_output(&output)?;
         let visible = output.len();
         let mut order_by = Vec::new();
         for o in &order_exprs {
@@ -924,8 +915,14 @@ fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Table>>) -> R
             })?;
             order_by.push(sort_key(o, out)?);
         }
-        computed_output(&output)?;
-        Plan::Scan(ScanPlan { table: table.clone(), filter, output, visible, order: OrderLimit { order_by, limit, offset } })
+        Plan::Scan(ScanPlan {
+            table: table.clone(),
+            filter,
+            output,
+            computed: ctx.computed.take(),
+            visible,
+            order: OrderLimit { order_by, limit, offset },
+        })
     };
     Ok(Statement::Query { plan, settings })
 }
