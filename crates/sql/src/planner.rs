@@ -363,7 +363,55 @@ impl Ctx<'_> {
                 };
             }
         }
-        Ok(Item::Scalar(self.scalar(e)?))
+        match self.scalar(e) {
+            // An expression over aggregates (`SUM(a) / COUNT(*)`, `COUNT(*) + 1`).
+            Err(Error::Plan(m)) if m.starts_with("aggregate ") => self.post_item(e),
+            other => Ok(Item::Scalar(other?)),
+        }
+    }
+
+    /// `e` as an expression over aggregates and columns computed after the aggregation.
+    fn post_item(&self, e: &Expr) -> Result<Item> {
+        let mut parts: Vec<Item> = Vec::new();
+        let mut hook = |x: &Expr| -> Result<Option<XExpr>> {
+            let is_agg = matches!(x, Expr::Function(f) if agg_func(&object_name(&f.name).to_ascii_lowercase()).is_some());
+            let item = if is_agg {
+                self.item(x)?
+            } else if is_column(x) {
+                Item::Scalar(ScalarExpr::Column(self.column_ref(x)?))
+            } else {
+                return Ok(None);
+            };
+            let part = |item: Item, parts: &mut Vec<Item>| match parts.iter().position(|p| *p == item) {
+                Some(j) => j,
+                None => {
+                    parts.push(item);
+                    parts.len() - 1
+                }
+            };
+            Ok(Some(match item {
+                // Inlined: projections read keys and aggregates only.
+                Item::Post { expr, parts: inner } => {
+                    let idx: Vec<usize> = inner.into_iter().map(|i| part(i, &mut parts)).collect();
+                    expr.map_columns(&|j| idx[j])
+                }
+                item => {
+                    let t = self.item_type(&item);
+                    XExpr::column(part(item, &mut parts), t)
+                }
+            }))
+        };
+        let expr = self.expr_with(e, &mut hook)?;
+        Ok(Item::Post { expr, parts })
+    }
+
+    /// The type of an item's values.
+    fn item_type(&self, item: &Item) -> DataType {
+        match item {
+            Item::Scalar(s) => self.scalar_type(s),
+            Item::Agg(a) => a.func.output_type(a.input.map(|s| self.scalar_type(&s)).as_ref()),
+            Item::Post { expr, .. } => expr.data_type(),
+        }
     }
 
     /// `(column, c)` when `e` is `x + c`, `c + x` or `x - c` (as `x + -c`) for an integer
@@ -833,7 +881,7 @@ fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Table>>) -> R
         .any(|o| matches!(ctx.item(&o.expr), Ok(Item::Agg(_) | Item::Post { .. })));
     let plan = if has_agg || !keys.is_empty() || order_has_agg || select.having.is_some() {
         let (hash_keys, derived) = split_derived_keys(&ctx, keys);
-        let mut outs = Outs { keys: &hash_keys, derived, aggs: Vec::new(), output: Vec::new(), pending: Vec::new() };
+        let mut outs = Outs { ctx: &ctx, keys: &hash_keys, derived, aggs: Vec::new(), output: Vec::new(), pending: Vec::new() };
         for (name, item, _) in &items {
             outs.add(item, name)?;
         }
@@ -963,6 +1011,7 @@ fn split_derived_keys(ctx: &Ctx<'_>, keys: Vec<ScalarExpr>) -> (Vec<ScalarExpr>,
 
 /// The outputs of an aggregation being planned.
 struct Outs<'k> {
+    ctx: &'k Ctx<'k>,
     /// The hash keys.
     keys: &'k [ScalarExpr],
     /// Keys computed from other keys: (key, expression over parts, parts).
@@ -1002,11 +1051,17 @@ impl Outs<'_> {
                         self.pending.push((e.clone(), parts.clone()));
                         AggOutput::Expr(self.pending.len() - 1)
                     }
-                    None => {
-                        return Err(Error::plan(format!(
-                            "{name} must appear in GROUP BY or be used in an aggregate function"
-                        )));
-                    }
+                    None => match self.over_keys(s) {
+                        Some((e, parts)) => {
+                            self.pending.push((e, parts));
+                            AggOutput::Expr(self.pending.len() - 1)
+                        }
+                        None => {
+                            return Err(Error::plan(format!(
+                                "{name} must appear in GROUP BY or be used in an aggregate function"
+                            )));
+                        }
+                    },
                 },
             },
             Item::Post { expr, parts } => {
@@ -1016,6 +1071,22 @@ impl Outs<'_> {
         };
         self.output.push((name.to_string(), src));
         Ok(self.output.len() - 1)
+    }
+
+    /// `s` as an expression over hash keys (`SELECT 1, k ..`, `SELECT k + 1 .. GROUP BY k`),
+    /// with its parts, if it is one.
+    fn over_keys(&self, s: &ScalarExpr) -> Option<(XExpr, Vec<Item>)> {
+        let ScalarExpr::Computed(i) = *s else { return None };
+        let e = self.ctx.computed.borrow()[i].clone();
+        let mut cols = Vec::new();
+        e.columns(&mut cols);
+        cols.sort_unstable();
+        cols.dedup();
+        if !cols.iter().all(|c| self.keys.contains(&ScalarExpr::Column(*c))) {
+            return None;
+        }
+        let expr = e.map_columns(&|c| cols.iter().position(|x| *x == c).expect("a column of the expression"));
+        Some((expr, cols.iter().map(|c| Item::Scalar(ScalarExpr::Column(*c))).collect()))
     }
 
     fn find_or_add(&mut self, item: &Item, name: &str) -> Result<usize> {
