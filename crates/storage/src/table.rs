@@ -895,7 +895,7 @@ impl ColumnSource for Snapshot {
         }
         let cat = |v: &[ArrayRef]| match v.len() {
             0 => Some(arrow::array::new_empty_array(dt)),
-            _ => concat(&v.iter().map(|a| a.as_ref()).collect::<Vec<_>>()).ok(),
+            _ => arrow::compute::concat(&v.iter().map(|a| a.as_ref()).collect::<Vec<_>>()).ok(),
         };
         Some((cat(&los)?, cat(&his)?))
     }
