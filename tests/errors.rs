@@ -37,10 +37,10 @@ fn sql_errors_are_typed() {
     assert!(matches!(db.sql("SELECT a FROM t GROUP BY 5"), Err(Error::Plan(_))));
     assert!(matches!(db.sql("SELECT a FROM t ORDER BY 3"), Err(Error::Plan(_))));
     assert!(matches!(db.sql("SELECT a FROM t LIMIT -1"), Err(Error::Plan(_))));
-    assert!(matches!(db.sql("SELECT COUNT(DISTINCT a) FROM t"), Err(Error::NotImplemented(_))));
-    assert!(matches!(db.sql("SELECT a FROM t WHERE s LIKE 'a%b'"), Err(Error::NotImplemented(_))));
+    assert!(matches!(db.sql("SELECT SUM(DISTINCT a) FROM t"), Err(Error::NotImplemented(_))));
+    assert!(matches!(db.sql("SELECT a FROM t WHERE a IN (SELECT a FROM t)"), Err(Error::NotImplemented(_))));
     assert!(matches!(db.sql("SELECT a FROM t, t AS u"), Err(Error::NotImplemented(_))));
-    assert!(matches!(db.sql("SELECT a + 1 FROM t"), Err(Error::NotImplemented(_))));
+    assert!(matches!(db.sql("SELECT a FROM t UNION ALL SELECT a FROM t"), Err(Error::NotImplemented(_))));
     assert!(matches!(db.sql("DELETE FROM t"), Err(Error::NotImplemented(_))));
     assert!(matches!(db.sql("SELECT 1; SELECT 2"), Err(Error::InvalidArgument(_))));
     assert!(matches!(db.sql("SET max_threads = 'many'"), Err(Error::InvalidArgument(_))));
@@ -53,6 +53,50 @@ fn sql_errors_are_typed() {
     assert_eq!(db.sql("SELECT u.a, t.s FROM t AS u WHERE u.a = 2").unwrap_or_else(|e| panic!("{e}"))[0].num_rows(), 2);
     // The errors did not break the database.
     assert_eq!(db.sql("SELECT COUNT(*) FROM t").unwrap()[0].num_rows(), 1);
+}
+
+/// Expressions: unknown functions, wrong argument types, invalid regexes, integer division
+/// by zero (ClickHouse: `intDiv` and `%` by zero are errors, `/` gives inf/NaN), HAVING on
+/// a column that is neither grouped nor aggregated.
+#[test]
+fn expression_errors_are_typed() {
+    let db = db();
+    let err = |sql: &str| db.sql(sql).err().unwrap_or_else(|| panic!("{sql}: no error"));
+    assert!(matches!(err("SELECT no_such_fn(a), COUNT(*) FROM t GROUP BY 1"), Error::NotImplemented(m) if m.contains("no_such_fn")));
+    assert!(matches!(err("SELECT length(a), COUNT(*) FROM t GROUP BY 1"), Error::TypeMismatch(_)));
+    assert!(matches!(err("SELECT s + 1, COUNT(*) FROM t GROUP BY 1"), Error::TypeMismatch(_)));
+    assert!(matches!(err("SELECT SUM(length(s) + s) FROM t"), Error::TypeMismatch(_)));
+    assert!(matches!(err("SELECT COUNT(*) FROM t WHERE a + 1"), Error::TypeMismatch(_)));
+    assert!(matches!(err("SELECT COUNT(*) FROM t WHERE s AND a = 1"), Error::TypeMismatch(_)));
+    assert!(matches!(err("SELECT CASE WHEN a = 1 THEN s ELSE a END, COUNT(*) FROM t GROUP BY 1"), Error::TypeMismatch(_)));
+    assert!(matches!(
+        err("SELECT REGEXP_REPLACE(s, '(unclosed', ''), COUNT(*) FROM t GROUP BY 1"),
+        Error::InvalidArgument(m) if m.contains("regular expression")
+    ));
+    assert!(matches!(err("SELECT REGEXP_REPLACE(s, s, ''), COUNT(*) FROM t GROUP BY 1"), Error::Plan(_)));
+    assert!(matches!(err("SELECT length(s, s), COUNT(*) FROM t GROUP BY 1"), Error::Plan(_)));
+    assert!(matches!(err("SELECT DATE_TRUNC('eon', a), COUNT(*) FROM t GROUP BY 1"), Error::InvalidArgument(_)));
+    assert!(matches!(err("SELECT SUM(intDiv(a, a - 1)) FROM t"), Error::InvalidArgument(m) if m.contains("division by zero")));
+    assert!(matches!(err("SELECT SUM(a % (a - a)) FROM t"), Error::InvalidArgument(m) if m.contains("division by zero")));
+    assert!(matches!(err("SELECT a, COUNT(*) FROM t GROUP BY a HAVING s = 'x'"), Error::Plan(_)));
+    assert!(matches!(err("SELECT a, COUNT(*) FROM t GROUP BY a HAVING COUNT(*)"), Error::TypeMismatch(_)));
+    assert!(matches!(err("SELECT COUNT(*) FROM t WHERE s LIKE 'a%b\\\\'"), Error::Parse(_)));
+    // Rows WHERE drops never fail a query: a = 1 divides by zero, a = 2 gives 2.
+    let b = db.sql("SELECT intDiv(a, a - 1) AS q, COUNT(*), SUM(intDiv(a, a - 1)) FROM t WHERE a > 1 GROUP BY q").unwrap();
+    assert_eq!(b[0].num_rows(), 1);
+    assert_eq!(b[0].column(0).as_any().downcast_ref::<tessera::arrow::array::Int64Array>().unwrap().value(0), 2);
+    assert_eq!(b[0].column(1).as_any().downcast_ref::<tessera::arrow::array::Int64Array>().unwrap().value(0), 2);
+    assert_eq!(b[0].column(2).as_any().downcast_ref::<tessera::arrow::array::Decimal128Array>().unwrap().value(0), 4);
+    // Expressions in a scan's SELECT list, evaluated on the rows WHERE keeps only.
+    let b = db.sql("SELECT a + 1 AS x, intDiv(a, a - 1) FROM t WHERE a > 1 ORDER BY x DESC LIMIT 1").unwrap();
+    assert_eq!(b[0].column(0).as_any().downcast_ref::<tessera::arrow::array::Int64Array>().unwrap().value(0), 3);
+    assert_eq!(b[0].column(1).as_any().downcast_ref::<tessera::arrow::array::Int64Array>().unwrap().value(0), 2);
+    // Float division by zero is not an error: inf (ClickHouse).
+    let b = db.sql("SELECT MAX(a / (a - a)) FROM t").unwrap();
+    let v = b[0].column(0).as_any().downcast_ref::<tessera::arrow::array::Float64Array>().unwrap().value(0);
+    assert_eq!(v, f64::INFINITY);
+    // The errors did not break the database.
+    assert_eq!(db.sql("SELECT COUNT(*) FROM t WHERE s LIKE 'y%y' OR a IN (1)").unwrap()[0].num_rows(), 1);
 }
 
 #[test]

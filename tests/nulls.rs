@@ -99,3 +99,58 @@ fn aggregates_skip_nulls_and_null_keys_group() {
         assert_eq!(got, want, "group {k:?}");
     }
 }
+
+/// MIN/MAX of strings and COUNT(DISTINCT) skip NULLs (a group of only NULLs gets NULL and
+/// 0), per group and through the two-level path; HAVING keeps only the groups where its
+/// condition is TRUE (NULL is not).
+#[test]
+fn string_min_max_count_distinct_and_having_with_nulls() {
+    let (db, v, s) = table();
+    // Key: v % 7 (NULL for NULL v); group 3 keeps only its rows with NULL strings.
+    type Acc = (Option<String>, Option<String>, std::collections::HashSet<String>, i64);
+    let mut naive: HashMap<Option<i32>, Acc> = HashMap::new();
+    for (x, t) in v.iter().zip(&s) {
+        let k = x.map(|x| x % 7);
+        if !(t.is_none() || k.is_some_and(|k| k != 3)) {
+            continue;
+        }
+        let e = naive.entry(k).or_insert((None, None, Default::default(), 0));
+        e.3 += 1;
+        if let Some(t) = t {
+            e.0 = Some(e.0.take().map_or(t.clone(), |m: String| m.min(t.clone())));
+            e.1 = Some(e.1.take().map_or(t.clone(), |m: String| m.max(t.clone())));
+            e.2.insert(t.clone());
+        }
+    }
+    assert!(naive[&Some(3)].1.is_none(), "a group of only NULL strings");
+    let mut counts: Vec<i64> = naive.values().map(|e| e.3).collect();
+    counts.sort();
+    let cut = counts[counts.len() / 2];
+    for settings in ["", " SETTINGS group_by_two_level_threshold = 0, max_threads = 3"] {
+        let sql = format!(
+            "SELECT v % 7 AS k, MIN(s), MAX(s), COUNT(DISTINCT s), COUNT(*) FROM n WHERE s IS NULL OR v % 7 <> 3 \
+             GROUP BY k HAVING MAX(s) IS NULL OR COUNT(*) > {cut}{settings}"
+        );
+        let out = db.sql(&sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+        let mut got = HashMap::new();
+        for b in &out {
+            for r in 0..b.num_rows() {
+                let k = b.column(0).as_primitive::<Int64Type>();
+                let k = k.is_valid(r).then(|| k.value(r) as i32);
+                let st = |c: usize| {
+                    let a = b.column(c).as_string::<i32>();
+                    a.is_valid(r).then(|| a.value(r).to_string())
+                };
+                let n = |c: usize| b.column(c).as_primitive::<Int64Type>().value(r);
+                got.insert(k, (st(1), st(2), n(3), n(4)));
+            }
+        }
+        let want: HashMap<_, _> = naive
+            .iter()
+            .filter(|(_, e)| e.1.is_none() || e.3 > cut)
+            .map(|(k, e)| (*k, (e.0.clone(), e.1.clone(), e.2.len() as i64, e.3)))
+            .collect();
+        assert!(!want.is_empty() && want.len() < naive.len(), "the HAVING test keeps some groups and drops others");
+        assert_eq!(got, want, "{sql}");
+    }
+}

@@ -38,9 +38,13 @@ pub(crate) struct BenchArgs {
     #[arg(long = "load", value_name = "hits=FILE")]
     load: Option<String>,
     /// Read `hits` from this database directory (see `tessera load`) instead of a file:
-    /// every run decodes from the memory-mapped parts.
+    /// queries stream morsels from the memory-mapped parts, through the decoded-block cache.
     #[arg(long, conflicts_with = "load")]
     db: Option<PathBuf>,
+    /// With `--db`: byte budget of the decoded-block cache (default 2 GiB; 0 = no cache,
+    /// every run decodes from the parts).
+    #[arg(long, requires = "db")]
+    block_cache_size: Option<u64>,
     /// Extra SQL statements to time (named S1, S2, .. in the output); repeatable.
     #[arg(long = "sql")]
     extra_sql: Vec<String>,
@@ -316,6 +320,9 @@ pub(crate) fn run(args: BenchArgs, cancel: &CancelToken) -> Result<()> {
             Some(dir) => crate::open_db(dir)?,
             None => Database::new(),
         };
+        if let Some(bytes) = args.block_cache_size {
+            db.set_block_cache_size(bytes);
+        }
         for spec in &args.set {
             let (name, value) = spec
                 .split_once('=')

@@ -51,6 +51,16 @@ pub trait ColumnSource: Send + Sync + std::fmt::Debug {
             .collect()
     }
 
+    /// Min/max index of column `column`: the minimum and maximum of each range of rows
+    /// (granule runs), as two arrays of the column's type (NULL for a range without a
+    /// non-NULL value), covering every row of the source; `None` (the default) when the
+    /// source keeps no such statistics for the column. `MIN(col)`/`MAX(col)` without WHERE
+    /// are answered from it, no column read. Sources return it only for types whose order
+    /// is the engine's (integers, dates, timestamps, strings bytewise), not floats.
+    fn min_max(&self, _column: usize) -> Option<(ArrayRef, ArrayRef)> {
+        None
+    }
+
     /// Granule skipping hook: given conditions every row of the answer satisfies (a
     /// conjunction of [`ColumnRange`]s from the WHERE clause), a source that keeps per-range
     /// statistics (min/max, a sparse primary index) may return a narrower source holding
@@ -238,6 +248,14 @@ impl Table {
     /// instead of loading whole columns first and keeping them (in-memory tables, Parquet).
     pub fn streams(&self) -> bool {
         self.source.as_ref().is_some_and(|s| s.reads_morsels())
+    }
+
+    /// The min/max index of column `c` from the table's source ([`ColumnSource::min_max`]);
+    /// `None` without one.
+    pub fn min_max(&self, c: usize) -> Option<(ArrayRef, ArrayRef)> {
+        let (lo, hi) = self.source.as_ref()?.min_max(c)?;
+        let dt = self.schema.fields().get(c)?.data_type();
+        (lo.data_type() == dt && hi.data_type() == dt && lo.len() == hi.len()).then_some((lo, hi))
     }
 
     /// The columns at `indices` that are in memory now (`None` for the others); reads

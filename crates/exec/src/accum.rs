@@ -10,6 +10,8 @@ use arrow::datatypes::*;
 use tessera_common::float::{canonical_f64, cmp_f64, max_f64, min_f64};
 use tessera_common::{Error, Result};
 
+use crate::expr::FastSet;
+use crate::filter::string_parts;
 use crate::plan::{AggExpr, AggFunc};
 
 /// A value to order groups by (top-N), borrowed from a state or a key.
@@ -50,6 +52,15 @@ enum Sums {
     Float(Vec<f64>),
 }
 
+/// The distinct values of each group (COUNT(DISTINCT)).
+#[derive(Debug)]
+enum Distinct {
+    /// Fixed-width values by bit pattern (sign-extended integers, canonical float bits).
+    Fixed(Vec<FastSet<u64>>),
+    /// Strings.
+    Bytes(Vec<FastSet<Box<[u8]>>>),
+}
+
 /// State of one aggregate for every group of a hash table.
 #[derive(Debug)]
 pub(crate) struct Accumulator {
@@ -62,12 +73,19 @@ pub(crate) struct Accumulator {
     ext_int: Vec<i128>,
     /// MIN/MAX of float inputs.
     ext_float: Vec<f64>,
+    /// MIN/MAX of string inputs (valid where `count > 0`).
+    ext_bytes: Vec<Vec<u8>>,
+    distinct: Option<Distinct>,
+    /// Heap bytes of `ext_bytes` and `distinct` (kept as they grow, not recounted).
+    heap: usize,
 }
 
 trait Num: Copy {
     fn to_i64(self) -> i64;
     fn to_i128(self) -> i128;
     fn to_f64(self) -> f64;
+    /// A bit pattern equal for equal values of one type (distinct sets).
+    fn bits(self) -> u64;
 }
 
 macro_rules! num_int {
@@ -75,6 +93,7 @@ macro_rules! num_int {
         #[inline(always)] fn to_i64(self) -> i64 { self as i64 }
         #[inline(always)] fn to_i128(self) -> i128 { self as i128 }
         #[inline(always)] fn to_f64(self) -> f64 { self as f64 }
+        #[inline(always)] fn bits(self) -> u64 { self as i64 as u64 }
     })*};
 }
 num_int!(i8, i16, i32, i64, u8, u16, u32, u64);
@@ -82,11 +101,22 @@ impl Num for f32 {
     fn to_i64(self) -> i64 { self as i64 }
     fn to_i128(self) -> i128 { self as i128 }
     fn to_f64(self) -> f64 { self as f64 }
+    fn bits(self) -> u64 { tessera_common::float::canonical_f32(self).to_bits() as u64 }
 }
 impl Num for f64 {
     fn to_i64(self) -> i64 { self as i64 }
     fn to_i128(self) -> i128 { self as i128 }
     fn to_f64(self) -> f64 { self }
+    fn bits(self) -> u64 { canonical_f64(self).to_bits() }
+}
+
+fn is_string(dt: &DataType) -> bool {
+    matches!(dt, DataType::Utf8 | DataType::Binary)
+}
+
+/// Heap bytes of a distinct set of `cap` slots of `T` (one control byte per slot).
+fn set_bytes<T>(cap: usize) -> usize {
+    cap * (std::mem::size_of::<T>() + 1)
 }
 
 fn is_float(dt: &DataType) -> bool {
@@ -101,9 +131,12 @@ impl Accumulator {
     /// A state for `agg` whose input column has type `input_type` (None for COUNT(*)).
     ///
     /// # Errors
-    /// [`Error::NotImplemented`] for SUM/AVG/MIN/MAX over strings.
+    /// [`Error::TypeMismatch`] for SUM/AVG over non-numbers, [`Error::NotImplemented`] for
+    /// MIN/MAX/COUNT(DISTINCT) over other types than numbers, dates, timestamps, strings.
     pub(crate) fn new(agg: &AggExpr, input_type: Option<DataType>) -> Result<Self> {
         let numeric = input_type.as_ref().is_some_and(|t| t.is_numeric() || t.is_temporal());
+        let string = input_type.as_ref().is_some_and(is_string);
+        let mut distinct = None;
         let sums = match agg.func {
             AggFunc::Sum | AggFunc::Avg => {
                 let t = input_type.as_ref().filter(|t| t.is_numeric()).ok_or_else(|| {
@@ -121,7 +154,15 @@ impl Accumulator {
                     Sums::Narrow(Vec::new())
                 })
             }
-            AggFunc::Min | AggFunc::Max if !numeric => {
+            AggFunc::CountDistinct if string => {
+                distinct = Some(Distinct::Bytes(Vec::new()));
+                None
+            }
+            AggFunc::CountDistinct if numeric => {
+                distinct = Some(Distinct::Fixed(Vec::new()));
+                None
+            }
+            AggFunc::Min | AggFunc::Max | AggFunc::CountDistinct if !numeric && !string => {
                 return Err(Error::not_implemented(format!(
                     "{:?} over {}",
                     agg.func,
@@ -130,7 +171,27 @@ impl Accumulator {
             }
             _ => None,
         };
-        Ok(Accumulator { func: agg.func, input_type, count: Vec::new(), sums, ext_int: Vec::new(), ext_float: Vec::new() })
+        Ok(Accumulator {
+            func: agg.func,
+            input_type,
+            count: Vec::new(),
+            sums,
+            ext_int: Vec::new(),
+            ext_float: Vec::new(),
+            ext_bytes: Vec::new(),
+            distinct,
+            heap: 0,
+        })
+    }
+
+    fn string_input(&self) -> bool {
+        self.input_type.as_ref().is_some_and(is_string)
+    }
+
+    /// Whether the radix-partition scatter can carry this aggregate's input (it keeps
+    /// fixed-width values only).
+    pub(crate) fn scatterable(&self) -> bool {
+        !(self.string_input() && matches!(self.func, AggFunc::Min | AggFunc::Max | AggFunc::CountDistinct))
     }
 
     fn is_min_max(&self) -> bool {
@@ -151,11 +212,18 @@ impl Accumulator {
             None => {}
         }
         if self.is_min_max() {
-            if self.float_input() {
+            if self.string_input() {
+                self.ext_bytes.reserve(n);
+            } else if self.float_input() {
                 self.ext_float.reserve(n);
             } else {
                 self.ext_int.reserve(n);
             }
+        }
+        match &mut self.distinct {
+            Some(Distinct::Fixed(v)) => v.reserve(n),
+            Some(Distinct::Bytes(v)) => v.reserve(n),
+            None => {}
         }
     }
 
@@ -168,9 +236,16 @@ impl Accumulator {
             Some(Sums::Float(v)) => v.resize(n, 0.0),
             None => {}
         }
+        match &mut self.distinct {
+            Some(Distinct::Fixed(v)) => v.resize_with(n, FastSet::default),
+            Some(Distinct::Bytes(v)) => v.resize_with(n, FastSet::default),
+            None => {}
+        }
         if self.is_min_max() {
             let max = self.func == AggFunc::Max;
-            if self.float_input() {
+            if self.string_input() {
+                self.ext_bytes.resize_with(n, Vec::new);
+            } else if self.float_input() {
                 // The identities of Tessera's float order: NaN is above +inf.
                 self.ext_float.resize(n, if max { f64::NEG_INFINITY } else { f64::NAN });
             } else {
@@ -187,7 +262,47 @@ impl Accumulator {
             Some(Sums::Float(v)) => v.capacity() * 8,
             None => 0,
         };
-        self.count.capacity() * 8 + sums + self.ext_int.capacity() * 16 + self.ext_float.capacity() * 8
+        let sets = match &self.distinct {
+            Some(Distinct::Fixed(v)) => v.capacity() * std::mem::size_of::<FastSet<u64>>(),
+            Some(Distinct::Bytes(v)) => v.capacity() * std::mem::size_of::<FastSet<Box<[u8]>>>(),
+            None => 0,
+        };
+        self.count.capacity() * 8
+            + sums
+            + self.ext_int.capacity() * 16
+            + self.ext_float.capacity() * 8
+            + self.ext_bytes.capacity() * std::mem::size_of::<Vec<u8>>()
+            + sets
+            + self.heap
+    }
+
+    /// Adds string `v` to group `g` (MIN/MAX/COUNT(DISTINCT) of strings).
+    #[inline]
+    fn add_bytes(&mut self, g: usize, v: &[u8]) {
+        match self.func {
+            AggFunc::Min | AggFunc::Max => {
+                let cur = &mut self.ext_bytes[g];
+                let better = self.count[g] == 0 || if self.func == AggFunc::Min { v < cur.as_slice() } else { v > cur.as_slice() };
+                if better {
+                    let before = cur.capacity();
+                    cur.clear();
+                    cur.extend_from_slice(v);
+                    self.heap += cur.capacity() - before;
+                }
+            }
+            AggFunc::CountDistinct => {
+                if let Some(Distinct::Bytes(sets)) = &mut self.distinct {
+                    let set = &mut sets[g];
+                    if !set.contains(v) {
+                        let before = set.capacity();
+                        set.insert(v.into());
+                        self.heap += set_bytes::<Box<[u8]>>(set.capacity() - before) + v.len().next_multiple_of(16);
+                    }
+                }
+            }
+            _ => {}
+        }
+        self.count[g] += 1;
     }
 
     /// Adds input rows: row `i` of the batch belongs to group `gids[i]` and reads input row
@@ -226,6 +341,15 @@ impl Accumulator {
                     }
                 }
             }
+            DataType::Utf8 | DataType::Binary => {
+                let (offsets, data) = string_parts(arr);
+                for (i, &g) in gids.iter().enumerate() {
+                    let r = sel.map_or(i, |s| s[i] as usize);
+                    if nulls.as_ref().is_none_or(|n| n.is_valid(r)) {
+                        self.add_bytes(g as usize, &data[offsets[r] as usize..offsets[r + 1] as usize]);
+                    }
+                }
+            }
             other => return Err(Error::internal(format!("aggregate input of type {other}"))),
         }
         Ok(())
@@ -258,8 +382,20 @@ impl Accumulator {
             }};
         }
         let count = &mut self.count;
+        if let Some(Distinct::Fixed(sets)) = &mut self.distinct {
+            let heap = &mut self.heap;
+            rows!(|g, v| {
+                let set = &mut sets[g];
+                let before = set.capacity();
+                if set.insert(v.bits()) && set.capacity() != before {
+                    *heap += set_bytes::<u64>(set.capacity() - before);
+                }
+                count[g] += 1
+            });
+            return;
+        }
         match (self.func, &mut self.sums) {
-            (AggFunc::Count | AggFunc::CountStar, _) => rows!(|g, _v| count[g] += 1),
+            (AggFunc::Count | AggFunc::CountStar | AggFunc::CountDistinct, _) => rows!(|g, _v| count[g] += 1),
             (_, Some(Sums::Narrow(s))) => rows!(|g, v| {
                 s[g] += v.to_i64();
                 count[g] += 1
@@ -316,7 +452,47 @@ impl Accumulator {
             (Some(Sums::Float(a)), Some(Sums::Float(b))) => pairs.iter().for_each(|&(d, s)| a[d as usize] += b[s as usize]),
             _ => {}
         }
-        if self.is_min_max() {
+        match (&mut self.distinct, &other.distinct) {
+            (Some(Distinct::Fixed(a)), Some(Distinct::Fixed(b))) => {
+                for &(d, s) in pairs {
+                    let set = &mut a[d as usize];
+                    let before = set.capacity();
+                    set.extend(b[s as usize].iter().copied());
+                    self.heap += set_bytes::<u64>(set.capacity() - before);
+                }
+            }
+            (Some(Distinct::Bytes(a)), Some(Distinct::Bytes(b))) => {
+                for &(d, s) in pairs {
+                    let set = &mut a[d as usize];
+                    let before = set.capacity();
+                    for v in &b[s as usize] {
+                        if !set.contains(v) {
+                            self.heap += v.len().next_multiple_of(16);
+                            set.insert(v.clone());
+                        }
+                    }
+                    self.heap += set_bytes::<Box<[u8]>>(set.capacity() - before);
+                }
+            }
+            _ => {}
+        }
+        if self.is_min_max() && self.string_input() {
+            let max = self.func == AggFunc::Max;
+            for &(d, s) in pairs {
+                let (d, s) = (d as usize, s as usize);
+                // `count` was merged above: the source group holds a value iff it counted one.
+                if other.count[s] == 0 {
+                    continue;
+                }
+                let (cur, v) = (&self.ext_bytes[d], &other.ext_bytes[s]);
+                let first = self.count[d] == other.count[s];
+                if first || (max && v > cur) || (!max && v < cur) {
+                    let before = self.ext_bytes[d].capacity();
+                    self.ext_bytes[d].clone_from(v);
+                    self.heap += self.ext_bytes[d].capacity().saturating_sub(before);
+                }
+            }
+        } else if self.is_min_max() {
             let max = self.func == AggFunc::Max;
             if self.float_input() {
                 for &(d, s) in pairs {
@@ -333,11 +509,12 @@ impl Accumulator {
     }
 
     /// The final value of group `g`, for ordering (top-N).
-    pub(crate) fn value(&self, g: u32) -> OrdVal<'static> {
+    pub(crate) fn value(&self, g: u32) -> OrdVal<'_> {
         let g = g as usize;
         let n = self.count[g];
         match self.func {
             AggFunc::Count | AggFunc::CountStar => OrdVal::Int(n as i128),
+            AggFunc::CountDistinct => OrdVal::Int(self.distinct_len(g) as i128),
             _ if n == 0 => OrdVal::Null,
             AggFunc::Sum => match &self.sums {
                 Some(Sums::Narrow(s)) => OrdVal::Int(s[g] as i128),
@@ -347,12 +524,22 @@ impl Accumulator {
             },
             AggFunc::Avg => OrdVal::Float(self.avg(g)),
             AggFunc::Min | AggFunc::Max => {
-                if self.float_input() {
+                if self.string_input() {
+                    OrdVal::Bytes(&self.ext_bytes[g])
+                } else if self.float_input() {
                     OrdVal::Float(self.ext_float[g])
                 } else {
                     OrdVal::Int(self.ext_int[g])
                 }
             }
+        }
+    }
+
+    fn distinct_len(&self, g: usize) -> usize {
+        match &self.distinct {
+            Some(Distinct::Fixed(v)) => v[g].len(),
+            Some(Distinct::Bytes(v)) => v[g].len(),
+            None => 0,
         }
     }
 
@@ -368,15 +555,7 @@ impl Accumulator {
 
     /// The output type of this aggregate.
     pub(crate) fn output_type(&self) -> DataType {
-        match self.func {
-            AggFunc::Count | AggFunc::CountStar => DataType::Int64,
-            AggFunc::Avg => DataType::Float64,
-            AggFunc::Sum if self.float_input() => DataType::Float64,
-            // 64-bit inputs sum into 128 bits (DuckDB's HUGEINT): no overflow below 2^64 rows.
-            AggFunc::Sum if matches!(self.sums, Some(Sums::Wide(_))) => DataType::Decimal128(38, 0),
-            AggFunc::Sum => DataType::Int64,
-            AggFunc::Min | AggFunc::Max => self.input_type.clone().unwrap_or(DataType::Null),
-        }
+        self.func.output_type(self.input_type.as_ref())
     }
 
     /// Final values of groups `gids`, in that order.
@@ -388,6 +567,16 @@ impl Accumulator {
         Ok(match self.func {
             AggFunc::Count | AggFunc::CountStar => {
                 Arc::new(Int64Array::from_iter_values(gids.iter().map(|&g| self.count[g as usize])))
+            }
+            AggFunc::CountDistinct => {
+                Arc::new(Int64Array::from_iter_values(gids.iter().map(|&g| self.distinct_len(g as usize) as i64)))
+            }
+            AggFunc::Min | AggFunc::Max if self.string_input() => {
+                let bin: BinaryArray =
+                    gids.iter().map(|&g| valid(g).then(|| self.ext_bytes[g as usize].as_slice())).collect();
+                let bin: ArrayRef = Arc::new(bin);
+                // MIN/MAX of valid UTF-8 strings are among them: the cast cannot fail.
+                arrow::compute::cast(&bin, &self.output_type())?
             }
             AggFunc::Avg => Arc::new(Float64Array::from_iter(
                 gids.iter().map(|&g| valid(g).then(|| self.avg(g as usize))),

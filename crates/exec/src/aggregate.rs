@@ -17,7 +17,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, RecordBatch};
+use arrow::array::{ArrayRef, AsArray, RecordBatch};
 use arrow::compute::{SortColumn, SortOptions, concat_batches, lexsort_to_indices, take_record_batch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use rayon::prelude::*;
@@ -27,12 +27,13 @@ use tessera_common::{Error, Result, Settings};
 use crate::Profile;
 use crate::accum::{Accumulator, OrdVal};
 use crate::context::QueryContext;
+use crate::expr::{Expr, evaluate as evaluate_expr};
 use crate::filter::{evaluate, selection};
 use crate::morsel::{Input, MorselColumns};
 use crate::hashtable::GroupTable;
 use crate::partial::{Partial, Scratch, finalize_partitioned, scatter_ok};
 use crate::keys::{GroupKey, KeyReader, Layout, choose_layout, key_array};
-use crate::plan::{AggFunc, AggOutput, AggregatePlan, OrderLimit, Plan, SortKey};
+use crate::plan::{AggFunc, AggOutput, AggregatePlan, OrderLimit, Plan, ScalarExpr, SortKey};
 use crate::pool::run_morsels;
 use tessera_kernels::Kernels;
 
@@ -55,23 +56,100 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    /// The input array of each aggregate in a morsel (`None` for COUNT(*)).
-    fn agg_inputs<'m>(&self, mcols: &'m MorselColumns<'_>) -> Result<Vec<Option<&'m ArrayRef>>> {
-        self.plan.aggs.iter().map(|a| a.input.map(|c| mcols.get(c)).transpose()).collect()
+    /// The array of `e` in a morsel of `len` rows of which WHERE keeps `sel`: a column's
+    /// array, or a computed expression (see [`eval_kept`]).
+    fn scalar_array(&self, e: &ScalarExpr, mcols: &MorselColumns<'_>, len: usize, sel: Option<&[u32]>) -> Result<ArrayRef> {
+        match *e {
+            ScalarExpr::Computed(i) => eval_kept(&self.plan.computed[i], &mcols.cols, len, sel),
+            ScalarExpr::Column(c) => Ok(mcols.get(c)?.clone()),
+            ScalarExpr::Minute(_) => Err(Error::internal("minute() as an aggregate input is planned as an expression")),
+        }
     }
 
-    /// The array of each key's column in a morsel.
-    fn key_arrays<'m>(&self, mcols: &'m MorselColumns<'_>) -> Result<Vec<&'m ArrayRef>> {
-        self.plan.keys.iter().map(|k| mcols.get(k.column())).collect()
+    /// The input array of each aggregate in a morsel (`None` for COUNT(*)).
+    fn agg_inputs(&self, mcols: &MorselColumns<'_>, len: usize, sel: Option<&[u32]>) -> Result<Vec<Option<ArrayRef>>> {
+        let mut done: Vec<(ScalarExpr, ArrayRef)> = Vec::new();
+        let mut out = Vec::with_capacity(self.plan.aggs.len());
+        for a in &self.plan.aggs {
+            out.push(match &a.input {
+                None => None,
+                Some(e) => Some(match done.iter().find(|(d, _)| d == e) {
+                    Some((_, arr)) => arr.clone(),
+                    None => {
+                        let arr = self.scalar_array(e, mcols, len, sel)?;
+                        done.push((*e, arr.clone()));
+                        arr
+                    }
+                }),
+            });
+        }
+        Ok(out)
+    }
+
+    /// The array of each key in a morsel: its column's, or the computed expression's.
+    fn key_arrays(&self, mcols: &MorselColumns<'_>, len: usize, sel: Option<&[u32]>) -> Result<Vec<ArrayRef>> {
+        self.plan
+            .keys
+            .iter()
+            .map(|k| match k {
+                ScalarExpr::Computed(_) => self.scalar_array(k, mcols, len, sel),
+                k => Ok(mcols.get(k.column())?.clone()),
+            })
+            .collect()
     }
 
     fn new_accs(&self) -> Result<Vec<Accumulator>> {
-        let schema = self.plan.table.schema();
-        self.plan
-            .aggs
-            .iter()
-            .map(|a| Accumulator::new(a, a.input.map(|c| schema.field(c).data_type().clone())))
-            .collect()
+        self.plan.aggs.iter().map(|a| Accumulator::new(a, a.input.map(|e| self.plan.scalar_type(&e)))).collect()
+    }
+}
+
+/// `e` over a morsel of `len` rows (columns `mcols`) of which WHERE keeps `sel` (`None`:
+/// all). Evaluated on the whole morsel when the filter keeps more than half of it, else (and
+/// when the whole morsel fails, e.g. an integer division by zero in a row WHERE drops) on
+/// the kept rows only, spread back to their positions: dropped rows then hold a kept row's
+/// value and are never read. So only rows WHERE keeps can make the query fail.
+fn eval_kept(e: &Expr, mcols: &[Option<ArrayRef>], len: usize, sel: Option<&[u32]>) -> Result<ArrayRef> {
+    let Some(s) = sel else { return evaluate_expr(e, mcols, len) };
+    if s.len() * 2 > len
+        && let Ok(a) = evaluate_expr(e, mcols, len)
+    {
+        return Ok(a);
+    }
+    if s.is_empty() {
+        return Ok(arrow::array::new_null_array(&e.data_type(), len));
+    }
+    let idx = arrow::array::UInt32Array::from(s.to_vec());
+    let taken = mcols
+        .iter()
+        .map(|c| c.as_ref().map(|a| arrow::compute::take(a, &idx, None)).transpose())
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let compact = evaluate_expr(e, &taken, s.len())?;
+    let mut pos = vec![0u32; len];
+    for (j, &r) in s.iter().enumerate() {
+        pos[r as usize] = j as u32;
+    }
+    Ok(arrow::compute::take(&compact, &arrow::array::UInt32Array::from(pos), None)?)
+}
+
+/// Keeps the rows of `batch` (the aggregation's output columns) where `having` is TRUE.
+fn apply_having(batch: RecordBatch, having: &Expr) -> Result<RecordBatch> {
+    let cols: Vec<Option<ArrayRef>> = batch.columns().iter().cloned().map(Some).collect();
+    let keep = evaluate_expr(having, &cols, batch.num_rows())?;
+    let keep = keep.as_boolean_opt().ok_or_else(|| Error::internal("HAVING of a non-boolean type"))?;
+    Ok(arrow::compute::filter_record_batch(&batch, &crate::expr::true_mask(keep))?)
+}
+
+/// Whether key or aggregate input `e` may be NULL in a row: its column may hold NULLs, or
+/// the expression reads such a column or has a NULL constant.
+fn may_have_nulls(plan: &AggregatePlan, input: &Input<'_>, e: &ScalarExpr) -> bool {
+    match *e {
+        ScalarExpr::Computed(i) => {
+            let x = &plan.computed[i];
+            let mut cols = Vec::new();
+            x.columns(&mut cols);
+            x.has_null_literal() || cols.iter().any(|&c| input.may_have_nulls(c))
+        }
+        e => input.may_have_nulls(e.column()),
     }
 }
 
@@ -101,16 +179,52 @@ fn with_key_tiebreak(plan: &AggregatePlan) -> AggregatePlan {
     plan
 }
 
-/// `SELECT COUNT(*) [, COUNT(*) ..] FROM t` with no WHERE and no GROUP BY: the row count the
-/// table knows from its metadata (part row counts, Parquet footers), no column read.
-fn count_from_metadata(plan: &AggregatePlan) -> Result<Option<(RecordBatch, Profile)>> {
-    if plan.filter.is_some() || !plan.keys.is_empty() || plan.aggs.iter().any(|a| a.func != AggFunc::CountStar) {
+/// `SELECT COUNT(*), MIN(c), MAX(c) .. FROM t` with no WHERE and no GROUP BY, answered
+/// from the table's metadata: the row count from part row counts (Parquet footers), MIN and
+/// MAX from the min/max index (the minimum of the per-granule minimums, through the same
+/// accumulator as the rows would go: one NULL handling and order). No column is read.
+/// `None` when an aggregate needs the rows.
+fn from_metadata(plan: &AggregatePlan) -> Result<Option<(RecordBatch, Profile)>> {
+    if plan.filter.is_some()
+        || !plan.keys.is_empty()
+        || plan.having.is_some()
+        || plan.output.iter().any(|(_, o)| matches!(o, AggOutput::Expr(_)))
+    {
         return Ok(None);
     }
     let rows = plan.table.num_rows();
-    let fields: Vec<Field> = plan.output.iter().map(|(name, _)| Field::new(name, DataType::Int64, true)).collect();
-    let cols: Vec<ArrayRef> =
-        plan.output.iter().map(|_| Arc::new(arrow::array::Int64Array::from(vec![rows as i64])) as ArrayRef).collect();
+    let mut values = Vec::with_capacity(plan.aggs.len());
+    for a in &plan.aggs {
+        let v: ArrayRef = match (a.func, a.input) {
+            (AggFunc::CountStar, _) => Arc::new(arrow::array::Int64Array::from(vec![rows as i64])),
+            (AggFunc::Min | AggFunc::Max, Some(ScalarExpr::Column(c))) => {
+                let Some((lo, hi)) = plan.table.min_max(c) else { return Ok(None) };
+                let Ok(mut acc) = Accumulator::new(a, Some(lo.data_type().clone())) else { return Ok(None) };
+                let per_granule = if a.func == AggFunc::Min { lo } else { hi };
+                acc.resize(1);
+                acc.update(&vec![0; per_granule.len()], Some(&per_granule), None)?;
+                acc.emit(&[0])?
+            }
+            _ => return Ok(None),
+        };
+        values.push(v);
+    }
+    let fields: Vec<Field> = plan
+        .output
+        .iter()
+        .map(|(name, o)| match o {
+            AggOutput::Agg(j) => Field::new(name, values[*j].data_type().clone(), true),
+            AggOutput::Key(_) | AggOutput::Expr(_) => Field::new(name, DataType::Null, true),
+        })
+        .collect();
+    let cols: Vec<ArrayRef> = plan
+        .output
+        .iter()
+        .map(|(_, o)| match o {
+            AggOutput::Agg(j) => Ok(values[*j].clone()),
+            AggOutput::Key(_) | AggOutput::Expr(_) => Err(Error::internal("group key without GROUP BY")),
+        })
+        .collect::<Result<_>>()?;
     let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)?;
     let out = order_and_limit(batch, &plan.order, plan.visible)?;
     Ok(Some((out, Profile { layout: Some("metadata"), groups: 1, rows_in: rows, ..Profile::default() })))
@@ -123,18 +237,18 @@ pub(crate) fn execute(
     pool: &rayon::ThreadPool,
     query: &QueryContext,
 ) -> Result<(RecordBatch, Profile)> {
-    if let Some(answer) = count_from_metadata(plan)? {
+    if let Some(answer) = from_metadata(plan)? {
         return Ok(answer);
     }
     let plan = &with_key_tiebreak(plan);
     let table = &plan.table;
-    let keys: Vec<_> = plan.keys.iter().map(|k| (*k, k.data_type(table))).collect();
+    let keys: Vec<_> = plan.keys.iter().map(|k| (*k, plan.scalar_type(k))).collect();
     let whole = Plan::Aggregate(plan.clone());
     let used = whole.columns_used();
     let filter_cols = whole.filter_columns();
     let other_cols: Vec<usize> = used.iter().copied().filter(|c| filter_cols.binary_search(c).is_err()).collect();
     let input = Input::open(table, &used, query)?;
-    let has_nulls: Vec<bool> = keys.iter().map(|(k, _)| input.may_have_nulls(k.column())).collect();
+    let has_nulls: Vec<bool> = keys.iter().map(|(k, _)| may_have_nulls(plan, &input, k)).collect();
     let (layout, specs) = choose_layout(&keys, &has_nulls, settings.group_by_force_serialized);
     let kern = settings.kernels()?;
     let reader = KeyReader { specs, kern, borrow: std::marker::PhantomData };
@@ -190,8 +304,10 @@ where
     let chunk_lens = plan.table.chunk_lens();
     ctx.new_accs()?; // validates the aggregate types once
     let new_accs = || ctx.new_accs().expect("validated above");
-    let input_nulls: Vec<bool> = plan.aggs.iter().filter_map(|a| a.input).map(|c| ctx.input.may_have_nulls(c)).collect();
-    let scatter = scatter_ok(&input_nulls);
+    let input_nulls: Vec<bool> = plan.aggs.iter().filter_map(|a| a.input).map(|e| may_have_nulls(plan, ctx.input, &e)).collect();
+    // String states (MIN/MAX, COUNT(DISTINCT) of strings) need their bytes: those aggregate
+    // through per-partition hash tables instead of scattered rows.
+    let scatter = scatter_ok(&input_nulls) && new_accs().iter().all(|a| a.scatterable());
     let total_rows = plan.table.num_rows();
     // Declared before the tables, dropped after them: the arrays string keys point into.
     let mut retained: Vec<ArrayRef> = Vec::new();
@@ -229,12 +345,14 @@ where
             }
             ctx.input.read(m, &ctx.other_cols, &mut mcols)?;
             w.rows_in += n;
-            let key_arrays = ctx.key_arrays(&mcols)?;
+            let owned_keys = ctx.key_arrays(&mcols, len, sel)?;
+            let key_arrays: Vec<&ArrayRef> = owned_keys.iter().collect();
             let groups_before = w.table.size();
             let mut add = || -> Result<()> {
                 extract(&key_arrays, sel, n, &mut w.keys);
                 K::hash_batch(&w.keys, ctx.kern, &mut w.hashes);
-                let inputs = ctx.agg_inputs(&mcols)?;
+                let owned = ctx.agg_inputs(&mcols, len, sel)?;
+                let inputs: Vec<Option<&ArrayRef>> = owned.iter().map(|a| a.as_ref()).collect();
                 // A worker may take any share of the morsels: reserve for all rows not yet
                 // seen (an upper bound; capacity never touched costs address space only).
                 let expect = total_rows.saturating_sub(w.rows_in - n);
@@ -263,7 +381,8 @@ where
                     .keys
                     .iter()
                     .zip(&key_arrays)
-                    .filter(|(k, _)| ctx.input.is_streamed(k.column()))
+                    // Computed keys are always the query's own arrays.
+                    .filter(|(k, _)| matches!(k, ScalarExpr::Computed(_)) || ctx.input.is_streamed(k.column()))
                     .map(|(_, a)| a.get_array_memory_size())
                     .sum();
                 ctx.query.grow(bytes, "GROUP BY string keys")?;
@@ -332,6 +451,10 @@ where
             .collect::<Result<Vec<_>>>()
     })?;
     let batch = concat_batches(&schema, &batches)?;
+    let batch = match &plan.having {
+        Some(h) => apply_having(batch, h)?,
+        None => batch,
+    };
     ctx.query.grow(batch.get_array_memory_size(), "ORDER BY sort of the groups")?;
     let out = order_and_limit(batch, &plan.order, plan.visible)?;
     Ok((out, Profile { layout: None, groups, two_level, rows_in, hash_table_bytes, ..Profile::default() }))
@@ -372,8 +495,9 @@ fn output_schema<K: GroupKey>(ctx: &Ctx<'_>, finals: &[GroupTable<K>]) -> Result
         .iter()
         .map(|(name, src)| {
             let dt: DataType = match src {
-                AggOutput::Key(i) => plan.keys[*i].data_type(&plan.table),
+                AggOutput::Key(i) => plan.scalar_type(&plan.keys[*i]),
                 AggOutput::Agg(j) => accs[*j].clone(),
+                AggOutput::Expr(p) => plan.projections[*p].data_type(),
             };
             Field::new(name, dt, true)
         })
@@ -390,6 +514,8 @@ fn sort_value<'k, K>(
     match out {
         AggOutput::Key(i) => decode(&t.keys[g as usize], i),
         AggOutput::Agg(j) => t.accs[j].value(g),
+        // `select_groups` never orders by a projection (it keeps every group instead).
+        AggOutput::Expr(_) => OrdVal::Null,
     }
 }
 
@@ -426,6 +552,13 @@ fn select_groups<'k, K: GroupKey>(
     query: &QueryContext,
 ) -> Result<Vec<u32>> {
     let all = || Ok((0..t.len() as u32).collect());
+    if plan.having.is_some()
+        || order.order_by.iter().any(|k| matches!(plan.output[k.output].1, AggOutput::Expr(_)))
+    {
+        // HAVING drops groups after this, and projections have no per-group value here:
+        // every group is a candidate.
+        return all();
+    }
     let Some(limit) = order.limit.map(|l| l.saturating_add(order.offset)) else { return all() };
     if order.order_by.is_empty() {
         return Ok((0..t.len().min(limit) as u32).collect());
@@ -484,7 +617,22 @@ fn emit<'k, K>(
                 key_array(field.data_type(), &vals)?
             }
             AggOutput::Agg(j) => t.accs[*j].emit(gids)?,
+            // Placeholder, computed below from the other outputs.
+            AggOutput::Expr(_) => arrow::array::new_null_array(field.data_type(), 0),
         });
+    }
+    if plan.output.iter().any(|(_, o)| matches!(o, AggOutput::Expr(_))) {
+        let base: Vec<Option<ArrayRef>> = plan
+            .output
+            .iter()
+            .zip(&cols)
+            .map(|((_, o), c)| (!matches!(o, AggOutput::Expr(_))).then(|| c.clone()))
+            .collect();
+        for (i, (_, o)) in plan.output.iter().enumerate() {
+            if let AggOutput::Expr(p) = o {
+                cols[i] = evaluate_expr(&plan.projections[*p], &base, gids.len())?;
+            }
+        }
     }
     Ok(RecordBatch::try_new(schema.clone(), cols)?)
 }

@@ -1,6 +1,8 @@
 //! WHERE evaluation: a predicate over one morsel becomes a bitmap, then a selection vector
 //! (the row indices that pass, ascending) used by every later step of the pipeline.
 
+use std::sync::Arc;
+
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray};
 use arrow::buffer::{BooleanBuffer, Buffer};
 use arrow::compute::kernels::cmp;
@@ -79,6 +81,11 @@ fn evaluate3(
             let arr = column_of(cols, *column)?;
             let bits = like_column(arr, pattern, kern)?;
             known(bits, [arr], len)
+        }
+        Predicate::Expr(e) => {
+            let out = crate::expr::evaluate(e, cols, len)?;
+            let out = out.as_boolean_opt().ok_or_else(|| Error::internal(format!("WHERE expression of type {}", out.data_type())))?;
+            known(out.values().clone(), [&(Arc::new(out.clone()) as ArrayRef)], len)
         }
         Predicate::CmpColumns { left, op, right } => {
             let (l, r) = (column_of(cols, *left)?, column_of(cols, *right)?);

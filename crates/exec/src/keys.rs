@@ -200,7 +200,7 @@ pub(crate) fn choose_layout(
     for (expr, dt) in keys {
         let width = match expr {
             ScalarExpr::Minute(_) => 8,
-            ScalarExpr::Column(_) => fixed_width(dt).unwrap_or(0),
+            ScalarExpr::Column(_) | ScalarExpr::Computed(_) => fixed_width(dt).unwrap_or(0),
         };
         if width == 0 {
             strings += 1;

@@ -2,6 +2,7 @@
 //! tables.
 //!
 //! - [`plan`]: the physical plans (aggregation, scan) the SQL front end builds;
+//! - [`expr`]: typed scalar expressions and their vectorized evaluator;
 //! - [`filter`]: WHERE to selection vectors;
 //! - hash GROUP BY specialised by key layout, two-phase with radix partitions, fused top-N;
 //! - [`pool`]: rayon pools sized by `max_threads`, morsel-driven scheduling.
@@ -11,6 +12,7 @@
 mod accum;
 mod aggregate;
 pub mod context;
+pub mod expr;
 pub mod filter;
 mod hashtable;
 mod keys;

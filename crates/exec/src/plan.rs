@@ -10,6 +10,8 @@ use arrow::datatypes::DataType;
 use tessera_common::Table;
 pub use tessera_kernels::CmpOp;
 
+use crate::expr::Expr;
+
 /// A constant, coerced to the domain of the column it is compared with.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
@@ -51,6 +53,10 @@ pub enum Predicate {
     /// A constant condition (for plans built through the API; the SQL planner folds
     /// out-of-range literals in the comparison kernels instead).
     Const(bool),
+    /// A boolean expression that the forms above cannot express (arithmetic, functions,
+    /// `IN`, `CASE`, `IS NULL`, LIKE patterns with `_` or an inner `%`): evaluated by
+    /// [`crate::expr::evaluate`]; NULL is UNKNOWN.
+    Expr(Box<Expr>),
     /// `column LIKE pattern` on a string column, for the pattern shapes in [`LikePattern`]
     /// (`NOT LIKE` is `Not(Like)`). Bytewise and case-sensitive, as in ClickHouse; NULL
     /// input gives UNKNOWN.
@@ -119,21 +125,31 @@ pub enum ScalarExpr {
     /// Minute of hour (0..59, `UInt8`) of a `Timestamp(Second)` column, UTC
     /// (`extract(minute FROM c)`, ClickHouse `toMinute(c)`).
     Minute(usize),
+    /// Expression `i` of the plan's `computed` list ([`AggregatePlan::computed`],
+    /// [`ScanPlan::computed`]), computed per morsel.
+    Computed(usize),
 }
 
 impl ScalarExpr {
     /// The column this expression reads.
+    ///
+    /// # Panics
+    /// On [`ScalarExpr::Computed`], which may read several columns: see
+    /// [`AggregatePlan::scalar_columns`].
     pub fn column(&self) -> usize {
         match *self {
             ScalarExpr::Column(c) | ScalarExpr::Minute(c) => c,
+            ScalarExpr::Computed(i) => panic!("ScalarExpr::column of computed expression {i}"),
         }
     }
 
-    /// The Arrow type this expression yields over `table`.
+    /// The Arrow type this expression yields over `table` (`Null` for
+    /// [`ScalarExpr::Computed`]: see [`AggregatePlan::scalar_type`]).
     pub fn data_type(&self, table: &Table) -> DataType {
         match *self {
             ScalarExpr::Column(c) => table.schema().field(c).data_type().clone(),
             ScalarExpr::Minute(_) => DataType::UInt8,
+            ScalarExpr::Computed(_) => DataType::Null,
         }
     }
 }
@@ -155,6 +171,28 @@ pub enum AggFunc {
     Min,
     /// `MAX(col)`: the input type; NULL when no non-NULL value.
     Max,
+    /// `COUNT(DISTINCT col)` (ClickHouse `uniqExact`; `uniq` too, answered exactly): the
+    /// number of distinct non-NULL values, Int64. Floats are distinct in Tessera's order
+    /// (`-0.0` = `0.0`, one NaN); strings bytewise.
+    CountDistinct,
+}
+
+impl AggFunc {
+    /// The output type of the aggregate over an input of type `input` (`None` for
+    /// `COUNT(*)`).
+    pub fn output_type(self, input: Option<&DataType>) -> DataType {
+        let float = input.is_some_and(|t| matches!(t, DataType::Float32 | DataType::Float64));
+        let wide = input.is_some_and(|t| matches!(t, DataType::Int64 | DataType::UInt64 | DataType::Timestamp(_, _)));
+        match self {
+            AggFunc::Count | AggFunc::CountStar | AggFunc::CountDistinct => DataType::Int64,
+            AggFunc::Avg => DataType::Float64,
+            AggFunc::Sum if float => DataType::Float64,
+            // 64-bit inputs sum into 128 bits (DuckDB's HUGEINT): no overflow below 2^64 rows.
+            AggFunc::Sum if wide => DataType::Decimal128(38, 0),
+            AggFunc::Sum => DataType::Int64,
+            AggFunc::Min | AggFunc::Max => input.cloned().unwrap_or(DataType::Null),
+        }
+    }
 }
 
 /// One aggregate of a GROUP BY.
@@ -162,8 +200,8 @@ pub enum AggFunc {
 pub struct AggExpr {
     /// The function.
     pub func: AggFunc,
-    /// Input column (`None` only for `COUNT(*)`).
-    pub input: Option<usize>,
+    /// Input (`None` only for `COUNT(*)`): a column or a computed expression.
+    pub input: Option<ScalarExpr>,
 }
 
 /// Where an output column of an aggregation comes from.
@@ -173,6 +211,11 @@ pub enum AggOutput {
     Key(usize),
     /// Aggregate `i` of [`AggregatePlan::aggs`].
     Agg(usize),
+    /// Expression `i` of [`AggregatePlan::projections`], computed from other (key and
+    /// aggregate) outputs after the aggregation: a GROUP BY key that is a function of other
+    /// keys (`ClientIP - 1` beside `ClientIP`, a constant), `SUM(x + c)` as
+    /// `SUM(x) + c * COUNT(x)`.
+    Expr(usize),
 }
 
 /// One ORDER BY key, referring to an output column.
@@ -208,8 +251,20 @@ pub struct AggregatePlan {
     pub filter: Option<Predicate>,
     /// Group keys.
     pub keys: Vec<ScalarExpr>,
+    /// The expressions [`ScalarExpr::Computed`] keys and aggregate inputs refer to, over
+    /// the table's columns. A computed key is evaluated on every morsel once, before the
+    /// aggregation (its values back the key layouts' borrowed strings); a computed
+    /// aggregate input per morsel inside the aggregation.
+    pub computed: Vec<Expr>,
     /// Aggregates.
     pub aggs: Vec<AggExpr>,
+    /// Expressions over the output columns (`Expr::Column(i)` is `output[i]`, which is a
+    /// key or an aggregate) behind [`AggOutput::Expr`] outputs.
+    pub projections: Vec<Expr>,
+    /// HAVING: a boolean expression over the output columns (`Expr::Column(i)` is
+    /// `output[i]`, hidden ones included); groups where it is not TRUE are dropped before
+    /// ORDER BY and LIMIT.
+    pub having: Option<Expr>,
     /// Output columns (name, source); the first `visible` are returned, the rest only
     /// serve ORDER BY.
     pub output: Vec<(String, AggOutput)>,
@@ -217,6 +272,24 @@ pub struct AggregatePlan {
     pub visible: usize,
     /// Sorting and limits.
     pub order: OrderLimit,
+}
+
+impl AggregatePlan {
+    /// The type of key or aggregate input `e`.
+    pub fn scalar_type(&self, e: &ScalarExpr) -> DataType {
+        match e {
+            ScalarExpr::Computed(i) => self.computed[*i].data_type(),
+            other => other.data_type(&self.table),
+        }
+    }
+
+    /// Appends the table columns `e` reads to `out`.
+    pub fn scalar_columns(&self, e: &ScalarExpr, out: &mut Vec<usize>) {
+        match e {
+            ScalarExpr::Computed(i) => self.computed[*i].columns(out),
+            other => out.push(other.column()),
+        }
+    }
 }
 
 /// `SELECT exprs FROM t [WHERE ..] [ORDER BY ..] [LIMIT ..]` (no aggregation).
@@ -228,6 +301,9 @@ pub struct ScanPlan {
     pub filter: Option<Predicate>,
     /// Output columns (name, expression); the first `visible` are returned.
     pub output: Vec<(String, ScalarExpr)>,
+    /// The expressions [`ScalarExpr::Computed`] outputs refer to, over the table's
+    /// columns, evaluated on the rows WHERE keeps.
+    pub computed: Vec<Expr>,
     /// Number of visible output columns.
     pub visible: usize,
     /// Sorting and limits.
@@ -249,12 +325,18 @@ impl Plan {
         let mut cols = Vec::new();
         let filter = match self {
             Plan::Aggregate(p) => {
-                cols.extend(p.keys.iter().map(|k| k.column()));
-                cols.extend(p.aggs.iter().filter_map(|a| a.input));
+                for e in p.keys.iter().chain(p.aggs.iter().filter_map(|a| a.input.as_ref())) {
+                    p.scalar_columns(e, &mut cols);
+                }
                 &p.filter
             }
             Plan::Scan(p) => {
-                cols.extend(p.output.iter().map(|(_, e)| e.column()));
+                for (_, e) in &p.output {
+                    match e {
+                        ScalarExpr::Computed(i) => p.computed[*i].columns(&mut cols),
+                        e => cols.push(e.column()),
+                    }
+                }
                 &p.filter
             }
         };
@@ -299,6 +381,7 @@ fn predicate_columns(p: &Predicate, out: &mut Vec<usize>) {
         Predicate::Not(q) => predicate_columns(q, out),
         Predicate::Const(_) => {}
         Predicate::Like { column, .. } => out.push(*column),
+        Predicate::Expr(e) => e.columns(out),
     }
 }
 

@@ -54,8 +54,17 @@ fn run(
     let sorted = !plan.order.order_by.is_empty();
     // With ORDER BY, a hidden last column holds each row's position in the table, the last
     // sort key: ties come out in table order whatever the scheduling.
-    let mut fields: Vec<Field> =
-        plan.output.iter().map(|(name, e)| Field::new(name, e.data_type(&plan.table), true)).collect();
+    let mut fields: Vec<Field> = plan
+        .output
+        .iter()
+        .map(|(name, e)| {
+            let dt = match e {
+                ScalarExpr::Computed(i) => plan.computed[*i].data_type(),
+                e => e.data_type(&plan.table),
+            };
+            Field::new(name, dt, true)
+        })
+        .collect();
     let mut order = plan.order.clone();
     let row_col = (sorted || with_rows).then_some(fields.len());
     if let Some(r) = row_col {
@@ -73,7 +82,13 @@ fn run(
     let kern = settings.kernels()?;
     // PREWHERE: the filter's columns first; the outputs only for morsels with a row left.
     let filter_cols = Plan::Scan(plan.clone()).filter_columns();
-    let mut output_cols: Vec<usize> = plan.output.iter().map(|(_, e)| e.column()).collect();
+    let mut output_cols: Vec<usize> = Vec::new();
+    for (_, e) in &plan.output {
+        match e {
+            ScalarExpr::Computed(i) => plan.computed[*i].columns(&mut output_cols),
+            e => output_cols.push(e.column()),
+        }
+    }
     output_cols.sort_unstable();
     output_cols.dedup();
     // LIMIT without ORDER BY: rows that passed, per finished morsel (`usize::MAX` until
@@ -121,7 +136,25 @@ fn run(
             input.read(m, &output_cols, &mut mcols)?;
             let idx = sel.map(UInt32Array::from);
             let mut out = Vec::with_capacity(all_cols);
+            // Computed outputs: evaluated on the kept rows only.
+            let mut kept_cols: Option<Vec<Option<ArrayRef>>> = None;
             for (_, e) in &plan.output {
+                if let ScalarExpr::Computed(i) = e {
+                    if kept_cols.is_none() {
+                        let cols = mcols
+                            .cols
+                            .iter()
+                            .map(|c| match (c, &idx) {
+                                (Some(a), Some(i)) => take(a, i, None).map(Some),
+                                (c, _) => Ok(c.clone()),
+                            })
+                            .collect::<std::result::Result<Vec<_>, _>>()?;
+                        kept_cols = Some(cols);
+                    }
+                    let n = idx.as_ref().map_or(len, |i| i.len());
+                    out.push(crate::expr::evaluate(&plan.computed[*i], kept_cols.as_deref().unwrap_or(&[]), n)?);
+                    continue;
+                }
                 let arr = mcols.get(e.column())?;
                 let arr = match &idx {
                     Some(i) => take(arr, i, None)?,
@@ -187,6 +220,10 @@ pub(crate) fn execute_late(
     let Some(limit) = plan.order.limit.filter(|_| settings.query_plan_optimize_lazy_materialization) else {
         return Ok(None);
     };
+    if plan.output.iter().any(|(_, e)| matches!(e, ScalarExpr::Computed(_))) {
+        // Computed outputs read several columns: the plain path.
+        return Ok(None);
+    }
     if limit.saturating_add(plan.order.offset) > MAX_LATE_ROWS {
         return Ok(None);
     }
@@ -205,6 +242,7 @@ pub(crate) fn execute_late(
         table: plan.table.clone(),
         filter: plan.filter.clone(),
         output: early,
+        computed: Vec::new(),
         visible: 0,
         order: OrderLimit { order_by, limit: plan.order.limit, offset: plan.order.offset },
     };
@@ -282,7 +320,8 @@ fn chunk_starts(chunk_lens: &[usize]) -> Vec<u64> {
 /// The value of `e` for rows whose column `e.column()` is `arr`.
 fn project(e: &ScalarExpr, arr: ArrayRef, kern: &Kernels) -> ArrayRef {
     match e {
-        ScalarExpr::Column(_) => arr,
+        // The planner gives scans no computed outputs.
+        ScalarExpr::Column(_) | ScalarExpr::Computed(_) => arr,
         ScalarExpr::Minute(_) => {
             let mut mins = Vec::new();
             (kern.minute_of_hour)(arr.as_primitive::<TimestampSecondType>().values(), &mut mins);

@@ -9,7 +9,7 @@ use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use sqlparser::ast::{self, ColumnOption, Expr, OneOrManyWithParens, SetExpr, TableConstraint, UnaryOperator};
 use tessera_common::{Error, Result, Table};
 
-use crate::planner::Statement;
+use crate::statement::Statement;
 
 /// `CREATE TABLE name (col TYPE [NOT NULL], ..) [ENGINE = MergeTree] ORDER BY (..)`.
 /// Columns are nullable unless `NOT NULL`; `PRIMARY KEY (..)` serves as the sort key when

@@ -1,59 +1,21 @@
 //! AST to plan.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use arrow::datatypes::DataType;
 use sqlparser::ast::{
-    self, BinaryOperator, DateTimeField, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr,
+    self, BinaryOperator, DateTimeField, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, InTarget,
     LimitClause, ObjectName, OrderByKind, OrderBySort, SelectItem, SetExpr, TableFactor, UnaryOperator,
 };
 use tessera_common::{Error, Result, Table};
+use tessera_exec::expr::{ArithOp, DatePart, Expr as XExpr, Func, Literal as XLit};
+
+use crate::statement::Statement;
 use tessera_exec::{
     AggExpr, AggFunc, AggOutput, AggregatePlan, CmpOp, LikePattern, OrderLimit, Plan, Predicate, ScalarExpr, ScanPlan, SortKey,
     Value,
 };
-
-/// A planned SQL statement.
-#[derive(Debug)]
-pub enum Statement {
-    /// A query, with the settings of its `SETTINGS` clause (name, value) to apply to it.
-    Query {
-        /// The plan.
-        plan: Plan,
-        /// Per-query settings.
-        settings: Vec<(String, String)>,
-    },
-    /// `SET name = value`: a setting for the session/database.
-    Set {
-        /// Setting name.
-        name: String,
-        /// Value as written (quotes removed).
-        value: String,
-    },
-    /// `CREATE TABLE`: a new on-disk table.
-    CreateTable {
-        /// Table name.
-        name: String,
-        /// Columns (nullable unless `NOT NULL`).
-        schema: arrow::datatypes::SchemaRef,
-        /// Sort key column names (`ORDER BY`, else `PRIMARY KEY`), major first.
-        order_by: Vec<String>,
-        /// `IF NOT EXISTS` was given.
-        if_not_exists: bool,
-    },
-    /// `INSERT INTO t VALUES ..`: rows already converted to the table's schema.
-    Insert {
-        /// Table name.
-        table: String,
-        /// The rows.
-        batch: arrow::array::RecordBatch,
-    },
-    /// `OPTIMIZE TABLE t`: merge the table's parts.
-    Optimize {
-        /// Table name.
-        table: String,
-    },
-}
 
 /// Parses and plans one SQL statement. `catalog` resolves table names.
 ///
@@ -116,13 +78,22 @@ fn setting_value(e: &Expr) -> Result<String> {
 enum Item {
     Scalar(ScalarExpr),
     Agg(AggExpr),
+    /// An expression over other items computed after the aggregation (`Expr::Column(j)` is
+    /// `parts[j]`, a key or an aggregate).
+    Post { expr: XExpr, parts: Vec<Item> },
 }
 
 struct Ctx<'a> {
     table: &'a Arc<Table>,
     /// `FROM t AS alias`.
     alias: Option<String>,
+    /// Expressions behind [`ScalarExpr::Computed`] (interned: equal expressions share one).
+    computed: RefCell<Vec<XExpr>>,
 }
+
+/// A hook of [`Ctx::expr_with`]: a replacement for a sub-expression (HAVING maps aggregates
+/// and keys to output columns), or `None` to build it as usual.
+type Hook<'h> = &'h mut dyn FnMut(&Expr) -> Result<Option<XExpr>>;
 
 impl Ctx<'_> {
     fn column(&self, name: &str) -> Result<usize> {
@@ -136,10 +107,10 @@ impl Ctx<'_> {
         self.table.schema().field(c).data_type()
     }
 
-    /// A scalar (non-aggregate) expression.
-    fn scalar(&self, e: &Expr) -> Result<ScalarExpr> {
+    /// The table column an identifier names.
+    fn column_ref(&self, e: &Expr) -> Result<usize> {
         match e {
-            Expr::Identifier(i) => Ok(ScalarExpr::Column(self.column(&i.value)?)),
+            Expr::Identifier(i) => self.column(&i.value),
             Expr::CompoundIdentifier(parts) => {
                 let [qualifier, column] = parts.as_slice() else {
                     return Err(Error::not_implemented(format!("qualified name {e}")));
@@ -150,38 +121,193 @@ impl Ctx<'_> {
                 if !known {
                     return Err(Error::UnknownTable(q.clone()));
                 }
-                Ok(ScalarExpr::Column(self.column(&column.value)?))
+                self.column(&column.value)
             }
-            Expr::Nested(inner) => self.scalar(inner),
-            Expr::Extract { field: DateTimeField::Minute, expr, .. } => self.minute(expr),
-            Expr::Function(f) => {
-                let name = object_name(&f.name).to_ascii_lowercase();
-                if name == "tominute" || name == "minute" {
-                    let args = plain_args(f)?;
-                    match args.as_slice() {
-                        [FunctionArgExpr::Expr(a)] => self.minute(a),
-                        _ => Err(Error::plan(format!("{name} takes one argument"))),
-                    }
-                } else if agg_func(&name).is_some() {
-                    Err(Error::plan(format!("aggregate {e} is not allowed here")))
-                } else {
-                    Err(Error::not_implemented(format!("function {}", object_name(&f.name))))
+            Expr::Nested(inner) => self.column_ref(inner),
+            other => Err(Error::internal(format!("column_ref of {other}"))),
+        }
+    }
+
+    /// A typed expression over the table's columns.
+    fn expr(&self, e: &Expr) -> Result<XExpr> {
+        self.expr_with(e, &mut |_| Ok(None))
+    }
+
+    /// A typed expression; `hook` may replace any sub-expression first.
+    fn expr_with(&self, e: &Expr, hook: Hook<'_>) -> Result<XExpr> {
+        if let Some(x) = hook(e)? {
+            return Ok(x);
+        }
+        match e {
+            Expr::Identifier(_) | Expr::CompoundIdentifier(_) => {
+                let c = self.column_ref(e)?;
+                Ok(XExpr::column(c, self.dtype(c).clone()))
+            }
+            Expr::Nested(inner) => self.expr_with(inner, hook),
+            Expr::Value(v) if matches!(v.value, ast::Value::Null) => Ok(XExpr::literal(XLit::Null)),
+            Expr::Value(v) if matches!(v.value, ast::Value::Boolean(_)) => {
+                Ok(XExpr::literal(XLit::Bool(matches!(v.value, ast::Value::Boolean(true)))))
+            }
+            _ if literal(e).is_some() => lit_expr(literal(e).expect("a literal")?),
+            Expr::UnaryOp { op: UnaryOperator::Minus, expr } => {
+                XExpr::arith(ArithOp::Sub, XExpr::literal(XLit::UInt(0)), self.expr_with(expr, hook)?)
+            }
+            Expr::UnaryOp { op: UnaryOperator::Plus, expr } => self.expr_with(expr, hook),
+            Expr::UnaryOp { op: UnaryOperator::Not, expr } => XExpr::not(self.expr_with(expr, hook)?),
+            Expr::BinaryOp { op: op @ (BinaryOperator::And | BinaryOperator::Or), .. } => {
+                let terms = chain(e, op).into_iter().map(|t| self.expr_with(t, hook)).collect::<Result<Vec<_>>>()?;
+                if *op == BinaryOperator::And { XExpr::and(terms) } else { XExpr::or(terms) }
+            }
+            Expr::BinaryOp { left, op, right } => {
+                let l = self.expr_with(left, hook)?;
+                let r = self.expr_with(right, hook)?;
+                let arith = |a| XExpr::arith(a, l.clone(), r.clone());
+                match op {
+                    BinaryOperator::Plus => arith(ArithOp::Add),
+                    BinaryOperator::Minus => arith(ArithOp::Sub),
+                    BinaryOperator::Multiply => arith(ArithOp::Mul),
+                    BinaryOperator::Divide => arith(ArithOp::Div),
+                    BinaryOperator::Modulo => arith(ArithOp::Rem),
+                    BinaryOperator::MyIntegerDivide | BinaryOperator::DuckIntegerDivide => arith(ArithOp::IntDiv),
+                    other => match cmp_op(other) {
+                        Some(c) => compare(c, l, r),
+                        None => Err(Error::not_implemented(format!("operator {other}"))),
+                    },
                 }
             }
-            Expr::Extract { field, .. } => Err(Error::not_implemented(format!("extract({field} FROM ..)"))),
+            Expr::IsNull(x) => Ok(XExpr::is_null(self.expr_with(x, hook)?, false)),
+            Expr::IsNotNull(x) => Ok(XExpr::is_null(self.expr_with(x, hook)?, true)),
+            Expr::In { expr, target: InTarget::List(list), negated, .. } => {
+                let x = self.expr_with(expr, hook)?;
+                let t = x.data_type();
+                let items = list.iter().map(|v| coerce_literal(&t, self.expr_with(v, hook)?)).collect::<Result<Vec<_>>>()?;
+                XExpr::in_list(x, items, *negated)
+            }
+            Expr::In { .. } => Err(Error::not_implemented("IN with a subquery, UNNEST or table")),
+            Expr::Between { expr, negated, low, high } => {
+                let x = self.expr_with(expr, hook)?;
+                let lo = self.expr_with(low, hook)?;
+                let hi = self.expr_with(high, hook)?;
+                let b = XExpr::and(vec![compare(CmpOp::GtEq, x.clone(), lo)?, compare(CmpOp::LtEq, x, hi)?])?;
+                if *negated { XExpr::not(b) } else { Ok(b) }
+            }
+            Expr::Case { operand, conditions, else_result, .. } => {
+                let operand = operand.as_ref().map(|o| self.expr_with(o, hook)).transpose()?;
+                let mut branches = Vec::with_capacity(conditions.len());
+                for cw in conditions {
+                    let c = self.expr_with(&cw.condition, hook)?;
+                    let c = match &operand {
+                        Some(o) => compare(CmpOp::Eq, o.clone(), c)?,
+                        None => c,
+                    };
+                    branches.push((c, self.expr_with(&cw.result, hook)?));
+                }
+                let otherwise = else_result.as_ref().map(|x| self.expr_with(x, hook)).transpose()?;
+                XExpr::case(branches, otherwise)
+            }
+            Expr::Cast { kind: ast::CastKind::Cast | ast::CastKind::DoubleColon, expr, data_type, format: None } => {
+                let x = self.expr_with(expr, hook)?;
+                let to = arrow_type(data_type)?;
+                // A string constant cast to a date or timestamp parses as in comparisons.
+                match coerce_literal(&to, x)? {
+                    x if x.data_type() == to => Ok(x),
+                    x => XExpr::cast(x, to),
+                }
+            }
+            Expr::Cast { .. } => Err(Error::not_implemented(format!("{e}"))),
+            Expr::Like { negated, any: false, expr, pattern, escape_char: None }
+            | Expr::ILike { negated, any: false, expr, pattern, escape_char: None } => {
+                let text = match literal(pattern) {
+                    Some(Ok(Lit::Str(s))) => s,
+                    _ => return Err(Error::not_implemented(format!("LIKE with a non-literal pattern: {pattern}"))),
+                };
+                XExpr::like(self.expr_with(expr, hook)?, text, *negated, matches!(e, Expr::ILike { .. }))
+            }
+            Expr::Like { .. } | Expr::ILike { .. } => Err(Error::not_implemented("LIKE ANY / LIKE ... ESCAPE")),
+            Expr::Extract { field, expr, .. } => {
+                let name = match field {
+                    DateTimeField::Minute => "toMinute",
+                    DateTimeField::Hour => "toHour",
+                    DateTimeField::Second => "toSecond",
+                    other => return Err(Error::not_implemented(format!("extract({other} FROM ..)"))),
+                };
+                XExpr::function(name, vec![self.expr_with(expr, hook)?])
+            }
+            Expr::Function(f) => {
+                let name = object_name(&f.name);
+                if agg_func(&name.to_ascii_lowercase()).is_some() {
+                    return Err(Error::plan(format!("aggregate {e} is not allowed here")));
+                }
+                if f.filter.is_some() || f.over.is_some() || !f.within_group.is_empty() {
+                    return Err(Error::not_implemented(format!("{e}")));
+                }
+                let args = plain_args(f)?
+                    .into_iter()
+                    .map(|a| match a {
+                        FunctionArgExpr::Expr(x) => self.expr_with(x, hook),
+                        other => Err(Error::plan(format!("argument {other} of {name}"))),
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                XExpr::function(&name, args)
+            }
             other => Err(Error::not_implemented(format!("expression {other}"))),
         }
     }
 
-    fn minute(&self, e: &Expr) -> Result<ScalarExpr> {
-        match self.scalar(e)? {
-            ScalarExpr::Column(c) if matches!(self.dtype(c), DataType::Timestamp(_, _)) => Ok(ScalarExpr::Minute(c)),
-            ScalarExpr::Column(c) => Err(Error::TypeMismatch(format!(
-                "minute of {} which is {}, not a timestamp",
-                self.table.schema().field(c).name(),
-                self.dtype(c)
-            ))),
-            _ => Err(Error::not_implemented(format!("minute of {e}"))),
+    /// A scalar (non-aggregate) expression: a column, `toMinute(ts)` on its SIMD kernel,
+    /// or a computed expression.
+    fn scalar(&self, e: &Expr) -> Result<ScalarExpr> {
+        Ok(self.intern(self.expr(e)?, true))
+    }
+
+    /// The [`ScalarExpr`] of `x`, adding it to the computed expressions if needed. Boolean
+    /// values become `UInt8` 0/1 (ClickHouse's booleans).
+    fn intern(&self, x: XExpr, minute: bool) -> ScalarExpr {
+        if let XExpr::Column { index, .. } = x {
+            return ScalarExpr::Column(index);
+        }
+        if let XExpr::Func { func: Func::Part(DatePart::Minute), args, .. } = &x
+            && let [XExpr::Column { index, dtype: DataType::Timestamp(_, _) }] = args.as_slice()
+            && minute
+        {
+            return ScalarExpr::Minute(*index);
+        }
+        let x = if x.data_type() == DataType::Boolean {
+            XExpr::cast(x, DataType::UInt8).expect("Arrow casts booleans to UInt8")
+        } else {
+            x
+        };
+        let mut computed = self.computed.borrow_mut();
+        let i = match computed.iter().position(|y| *y == x) {
+            Some(i) => i,
+            None => {
+                computed.push(x);
+                computed.len() - 1
+            }
+        };
+        ScalarExpr::Computed(i)
+    }
+
+    /// The [`ScalarExpr`] `x` already has (a column or an interned expression), if any.
+    fn find_scalar(&self, x: &XExpr) -> Option<ScalarExpr> {
+        match x {
+            XExpr::Column { index, .. } => Some(ScalarExpr::Column(*index)),
+            _ => {
+                if let XExpr::Func { func: Func::Part(DatePart::Minute), args, .. } = x
+                    && let [XExpr::Column { index, .. }] = args.as_slice()
+                {
+                    return Some(ScalarExpr::Minute(*index));
+                }
+                self.computed.borrow().iter().position(|y| y == x).map(ScalarExpr::Computed)
+            }
+        }
+    }
+
+    fn scalar_type(&self, s: &ScalarExpr) -> DataType {
+        match *s {
+            ScalarExpr::Column(c) => self.dtype(c).clone(),
+            ScalarExpr::Minute(_) => DataType::UInt8,
+            ScalarExpr::Computed(i) => self.computed.borrow()[i].data_type(),
         }
     }
 
@@ -189,11 +315,15 @@ impl Ctx<'_> {
     fn item(&self, e: &Expr) -> Result<Item> {
         if let Expr::Function(f) = e {
             let name = object_name(&f.name).to_ascii_lowercase();
-            if let Some(func) = agg_func(&name) {
+            if let Some(mut func) = agg_func(&name) {
                 if let FunctionArguments::List(l) = &f.args
-                    && l.duplicate_treatment == Some(ast::DuplicateTreatment::Distinct) {
+                    && l.duplicate_treatment == Some(ast::DuplicateTreatment::Distinct)
+                {
+                    if func != AggFunc::Count {
                         return Err(Error::not_implemented(format!("{}(DISTINCT ..)", name.to_uppercase())));
                     }
+                    func = AggFunc::CountDistinct;
+                }
                 if f.filter.is_some() || f.over.is_some() {
                     return Err(Error::not_implemented(format!("{e}")));
                 }
@@ -202,28 +332,125 @@ impl Ctx<'_> {
                     (AggFunc::Count, [FunctionArgExpr::Wildcard]) | (AggFunc::Count, []) => {
                         Ok(Item::Agg(AggExpr { func: AggFunc::CountStar, input: None }))
                     }
-                    (_, [FunctionArgExpr::Expr(a)]) => match self.scalar(a)? {
-                        ScalarExpr::Column(c) => {
-                            let dt = self.dtype(c);
-                            let numeric = dt.is_numeric() || dt.is_temporal();
-                            if matches!(func, AggFunc::Sum | AggFunc::Avg) && !dt.is_numeric() {
-                                return Err(Error::TypeMismatch(format!("{} of {} column", name.to_uppercase(), dt)));
-                            }
-                            if matches!(func, AggFunc::Min | AggFunc::Max) && !numeric {
-                                return Err(Error::not_implemented(format!("{} over {}", name.to_uppercase(), dt)));
-                            }
-                            Ok(Item::Agg(AggExpr { func, input: Some(c) }))
+                    (AggFunc::Sum, [FunctionArgExpr::Expr(a)]) if self.sum_shift(a).is_some() => {
+                        // SUM(x + c) = SUM(x) + c * COUNT(x) (ClickHouse's
+                        // optimize_arithmetic_operations_in_aggregate_functions): Q30's 90
+                        // sums become one SUM and one COUNT.
+                        let (col, c) = self.sum_shift(a).expect("checked");
+                        let x = Some(ScalarExpr::Column(col));
+                        let parts = vec![
+                            Item::Agg(AggExpr { func: AggFunc::Sum, input: x }),
+                            Item::Agg(AggExpr { func: AggFunc::Count, input: x }),
+                        ];
+                        let c = XExpr::literal(if c < 0 { XLit::Int(c) } else { XLit::UInt(c as u64) });
+                        let scaled = XExpr::arith(ArithOp::Mul, c, XExpr::column(1, DataType::Int64))?;
+                        let expr = XExpr::arith(ArithOp::Add, XExpr::column(0, DataType::Int64), scaled)?;
+                        Ok(Item::Post { expr, parts })
+                    }
+                    (_, [FunctionArgExpr::Expr(a)]) => {
+                        let input = self.intern(self.expr(a)?, false);
+                        let dt = self.scalar_type(&input);
+                        let orderable = dt.is_numeric() || dt.is_temporal() || matches!(dt, DataType::Utf8 | DataType::Binary);
+                        if matches!(func, AggFunc::Sum | AggFunc::Avg) && !dt.is_numeric() {
+                            return Err(Error::TypeMismatch(format!("{} of {}", name.to_uppercase(), dt)));
                         }
-                        _ => Err(Error::not_implemented(format!("aggregate of an expression: {e}"))),
-                    },
+                        if matches!(func, AggFunc::Min | AggFunc::Max | AggFunc::CountDistinct) && !orderable {
+                            return Err(Error::not_implemented(format!("{} over {}", name.to_uppercase(), dt)));
+                        }
+                        Ok(Item::Agg(AggExpr { func, input: Some(input) }))
+                    }
                     _ => Err(Error::plan(format!("{} takes one argument", name.to_uppercase()))),
                 };
             }
         }
-        Ok(Item::Scalar(self.scalar(e)?))
+        match self.scalar(e) {
+            // An expression over aggregates (`SUM(a) / COUNT(*)`, `COUNT(*) + 1`).
+            Err(Error::Plan(m)) if m.starts_with("aggregate ") => self.post_item(e),
+            other => Ok(Item::Scalar(other?)),
+        }
     }
 
+    /// `e` as an expression over aggregates and columns computed after the aggregation.
+    fn post_item(&self, e: &Expr) -> Result<Item> {
+        let mut parts: Vec<Item> = Vec::new();
+        let mut hook = |x: &Expr| -> Result<Option<XExpr>> {
+            let is_agg = matches!(x, Expr::Function(f) if agg_func(&object_name(&f.name).to_ascii_lowercase()).is_some());
+            let item = if is_agg {
+                self.item(x)?
+            } else if is_column(x) {
+                Item::Scalar(ScalarExpr::Column(self.column_ref(x)?))
+            } else {
+                return Ok(None);
+            };
+            let part = |item: Item, parts: &mut Vec<Item>| match parts.iter().position(|p| *p == item) {
+                Some(j) => j,
+                None => {
+                    parts.push(item);
+                    parts.len() - 1
+                }
+            };
+            Ok(Some(match item {
+                // Inlined: projections read keys and aggregates only.
+                Item::Post { expr, parts: inner } => {
+                    let idx: Vec<usize> = inner.into_iter().map(|i| part(i, &mut parts)).collect();
+                    expr.map_columns(&|j| idx[j])
+                }
+                item => {
+                    let t = self.item_type(&item);
+                    XExpr::column(part(item, &mut parts), t)
+                }
+            }))
+        };
+        let expr = self.expr_with(e, &mut hook)?;
+        Ok(Item::Post { expr, parts })
+    }
+
+    /// The type of an item's values.
+    fn item_type(&self, item: &Item) -> DataType {
+        match item {
+            Item::Scalar(s) => self.scalar_type(s),
+            Item::Agg(a) => a.func.output_type(a.input.map(|s| self.scalar_type(&s)).as_ref()),
+            Item::Post { expr, .. } => expr.data_type(),
+        }
+    }
+
+    /// `(column, c)` when `e` is `x + c`, `c + x` or `x - c` (as `x + -c`) for an integer
+    /// column `x` of at most 32 bits (its SUM is Int64) and an integer constant `|c| <= 2^31`.
+    fn sum_shift(&self, e: &Expr) -> Option<(usize, i64)> {
+        let Expr::BinaryOp { left, op, right } = strip(e) else { return None };
+        let narrow = |x: &Expr| {
+            let c = is_column(x).then(|| self.column_ref(x).ok()).flatten()?;
+            matches!(
+                self.dtype(c),
+                DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::UInt8 | DataType::UInt16 | DataType::UInt32
+            )
+            .then_some(c)
+        };
+        let constant = |x: &Expr| match literal(x) {
+            Some(Ok(Lit::Int(i))) if i.unsigned_abs() <= 1 << 31 => Some(i as i64),
+            _ => None,
+        };
+        match op {
+            BinaryOperator::Plus => match (narrow(left), constant(right), constant(left), narrow(right)) {
+                (Some(x), Some(c), _, _) | (_, _, Some(c), Some(x)) => Some((x, c)),
+                _ => None,
+            },
+            BinaryOperator::Minus => Some((narrow(left)?, -constant(right)?)),
+            _ => None,
+        }
+    }
+
+    /// A WHERE condition: column-vs-constant comparisons, column-vs-column comparisons of
+    /// one type, LIKE shapes and IN lists of constants become [`Predicate`]s on the SIMD
+    /// kernels; anything else a general boolean expression.
     fn predicate(&self, e: &Expr) -> Result<Predicate> {
+        let general = || -> Result<Predicate> {
+            let x = self.expr(e)?;
+            match x.data_type() {
+                DataType::Boolean | DataType::Null => Ok(Predicate::Expr(Box::new(x))),
+                other => Err(Error::TypeMismatch(format!("WHERE needs a boolean condition, {e} is {other}"))),
+            }
+        };
         match e {
             Expr::Nested(inner) => self.predicate(inner),
             Expr::UnaryOp { op: UnaryOperator::Not, expr } => Ok(Predicate::Not(Box::new(self.predicate(expr)?))),
@@ -233,37 +460,32 @@ impl Ctx<'_> {
             Expr::BinaryOp { op: BinaryOperator::Or, .. } => {
                 Ok(Predicate::Or(chain(e, &BinaryOperator::Or).into_iter().map(|t| self.predicate(t)).collect::<Result<_>>()?))
             }
-            Expr::BinaryOp { left, op, right } => {
-                let op = match op {
-                    BinaryOperator::Eq => CmpOp::Eq,
-                    BinaryOperator::NotEq => CmpOp::NotEq,
-                    BinaryOperator::Lt => CmpOp::Lt,
-                    BinaryOperator::LtEq => CmpOp::LtEq,
-                    BinaryOperator::Gt => CmpOp::Gt,
-                    BinaryOperator::GtEq => CmpOp::GtEq,
-                    other => return Err(Error::not_implemented(format!("operator {other} in WHERE"))),
-                };
-                match (literal(left), literal(right)) {
-                    (None, None) => {
-                        let (l, r) = (self.column_operand(left)?, self.column_operand(right)?);
-                        if self.dtype(l) != self.dtype(r) {
-                            return Err(Error::TypeMismatch(format!(
-                                "cannot compare {} ({}) with {} ({})",
-                                left,
-                                self.dtype(l),
-                                right,
-                                self.dtype(r)
-                            )));
+            Expr::BinaryOp { left, op, right } if cmp_op(op).is_some() => {
+                let op = cmp_op(op).expect("a comparison");
+                match (is_column(left), literal(left), is_column(right), literal(right)) {
+                    (true, _, true, _) => {
+                        let (l, r) = (self.column_ref(left)?, self.column_ref(right)?);
+                        if self.dtype(l) == self.dtype(r) {
+                            Ok(Predicate::CmpColumns { left: l, op, right: r })
+                        } else {
+                            general()
                         }
-                        Ok(Predicate::CmpColumns { left: l, op, right: r })
                     }
-                    (None, Some(lit)) => self.cmp_literal(left, op, lit?),
-                    (Some(lit), None) => self.cmp_literal(right, op.flip(), lit?),
-                    (Some(_), Some(_)) => Err(Error::not_implemented(format!("comparison of two literals: {e}"))),
+                    // A constant the column kernels cannot take (an integer column against
+                    // 1.5) goes to the general comparison.
+                    (true, _, _, Some(lit)) => match self.cmp_literal(left, op, lit?) {
+                        Err(Error::NotImplemented(_)) => general(),
+                        p => p,
+                    },
+                    (_, Some(lit), true, _) => match self.cmp_literal(right, op.flip(), lit?) {
+                        Err(Error::NotImplemented(_)) => general(),
+                        p => p,
+                    },
+                    _ => general(),
                 }
             }
-            Expr::Like { negated, any: false, expr, pattern, escape_char: None } => {
-                let column = self.column_operand(expr)?;
+            Expr::Like { negated, any: false, expr, pattern, escape_char: None } if is_column(expr) => {
+                let column = self.column_ref(expr)?;
                 if !matches!(self.dtype(column), DataType::Utf8 | DataType::Binary) {
                     return Err(Error::TypeMismatch(format!("LIKE needs a string, {expr} is {}", self.dtype(column))));
                 }
@@ -275,28 +497,29 @@ impl Ctx<'_> {
                     // ClickHouse: CANNOT_PARSE_ESCAPE_SEQUENCE.
                     return Err(Error::Parse(format!("LIKE pattern '{text}' ends with an escape character (\\)")));
                 }
-                let pattern = LikePattern::parse(&text).ok_or_else(|| {
-                    Error::not_implemented(format!("LIKE pattern '{text}' (supported: 'text', 'text%', '%text', '%text%')"))
-                })?;
-                let p = Predicate::Like { column, pattern };
-                Ok(if *negated { Predicate::Not(Box::new(p)) } else { p })
+                match LikePattern::parse(&text) {
+                    Some(pattern) => {
+                        let p = Predicate::Like { column, pattern };
+                        Ok(if *negated { Predicate::Not(Box::new(p)) } else { p })
+                    }
+                    None => general(),
+                }
             }
-            Expr::Like { .. } | Expr::ILike { .. } => Err(Error::not_implemented("ILIKE / LIKE ANY / LIKE ... ESCAPE")),
-            Expr::IsNull(_) | Expr::IsNotNull(_) => Err(Error::not_implemented("IS [NOT] NULL")),
-            Expr::Between { .. } => Err(Error::not_implemented("BETWEEN")),
-            other => Err(Error::not_implemented(format!("WHERE condition {other}"))),
+            Expr::In { expr, target: InTarget::List(list), negated, .. }
+                if is_column(expr) && !list.is_empty() && list.iter().all(|v| matches!(literal(v), Some(Ok(_)))) =>
+            {
+                let terms = list
+                    .iter()
+                    .map(|v| self.cmp_literal(expr, CmpOp::Eq, literal(v).expect("a literal")?))
+                    .collect::<Result<Vec<_>>>()?;
+                let any = Predicate::Or(terms);
+                Ok(if *negated { Predicate::Not(Box::new(any)) } else { any })
+            }
+            _ => general(),
         }
     }
-
-    fn column_operand(&self, e: &Expr) -> Result<usize> {
-        match self.scalar(e)? {
-            ScalarExpr::Column(c) => Ok(c),
-            _ => Err(Error::not_implemented(format!("comparison on expression {e}"))),
-        }
-    }
-
     fn cmp_literal(&self, col_expr: &Expr, op: CmpOp, lit: Lit) -> Result<Predicate> {
-        let column = self.column_operand(col_expr)?;
+        let column = self.column_ref(col_expr)?;
         let dt = self.dtype(column);
         let mismatch = |what: &str| {
             Error::TypeMismatch(format!("cannot compare column {col_expr} of type {dt} with {what}"))
@@ -323,6 +546,90 @@ impl Ctx<'_> {
         };
         Ok(Predicate::Cmp { column, op, value })
     }
+}
+
+/// The comparison operator of `op`, if it is one.
+fn cmp_op(op: &BinaryOperator) -> Option<CmpOp> {
+    Some(match op {
+        BinaryOperator::Eq => CmpOp::Eq,
+        BinaryOperator::NotEq => CmpOp::NotEq,
+        BinaryOperator::Lt => CmpOp::Lt,
+        BinaryOperator::LtEq => CmpOp::LtEq,
+        BinaryOperator::Gt => CmpOp::Gt,
+        BinaryOperator::GtEq => CmpOp::GtEq,
+        _ => return None,
+    })
+}
+
+/// `e` without parentheses.
+fn strip(e: &Expr) -> &Expr {
+    match e {
+        Expr::Nested(inner) => strip(inner),
+        other => other,
+    }
+}
+
+/// Whether `e` names a column (possibly parenthesised).
+fn is_column(e: &Expr) -> bool {
+    match e {
+        Expr::Identifier(_) | Expr::CompoundIdentifier(_) => true,
+        Expr::Nested(inner) => is_column(inner),
+        _ => false,
+    }
+}
+
+/// A literal as a typed constant: non-negative integers `UInt64`, negative `Int64`.
+fn lit_expr(l: Lit) -> Result<XExpr> {
+    Ok(XExpr::literal(match l {
+        Lit::Int(i) if i >= 0 => XLit::UInt(u64::try_from(i).map_err(|_| Error::Overflow(format!("integer literal {i}")))?),
+        Lit::Int(i) => XLit::Int(i64::try_from(i).map_err(|_| Error::Overflow(format!("integer literal {i}")))?),
+        Lit::Float(f) => XLit::Float(f),
+        Lit::Str(s) => XLit::Str(s),
+    }))
+}
+
+/// A string constant compared with (or cast to) a date or timestamp, read as one
+/// (`'2013-07-01'`, `'2013-07-01 12:00:00'`); other expressions unchanged.
+fn coerce_literal(target: &DataType, x: XExpr) -> Result<XExpr> {
+    let XExpr::Literal(XLit::Str(s)) = &x else { return Ok(x) };
+    match target {
+        DataType::Date32 => {
+            let d = parse_date(s).ok_or_else(|| Error::TypeMismatch(format!("'{s}' is not a date")))?;
+            Ok(XExpr::literal(XLit::Date(d as i32)))
+        }
+        DataType::Timestamp(_, _) => {
+            let t = parse_timestamp(s).ok_or_else(|| Error::TypeMismatch(format!("'{s}' is not a timestamp")))?;
+            Ok(XExpr::literal(XLit::Timestamp(t as i64)))
+        }
+        _ => Ok(x),
+    }
+}
+
+/// `l op r` with string constants read as dates/timestamps against those types.
+fn compare(op: CmpOp, l: XExpr, r: XExpr) -> Result<XExpr> {
+    let (lt, rt) = (l.data_type(), r.data_type());
+    XExpr::compare(op, coerce_literal(&rt, l)?, coerce_literal(&lt, r)?)
+}
+
+/// The Arrow type of a SQL / ClickHouse type name in CAST.
+fn arrow_type(t: &ast::DataType) -> Result<DataType> {
+    let name = t.to_string().to_ascii_lowercase();
+    Ok(match name.as_str() {
+        "tinyint" | "int8" => DataType::Int8,
+        "smallint" | "int16" => DataType::Int16,
+        "int" | "integer" | "int32" => DataType::Int32,
+        "bigint" | "int64" => DataType::Int64,
+        "uint8" | "utinyint" => DataType::UInt8,
+        "uint16" | "usmallint" => DataType::UInt16,
+        "uint32" | "uinteger" => DataType::UInt32,
+        "uint64" | "ubigint" => DataType::UInt64,
+        "real" | "float" | "float32" | "float4" => DataType::Float32,
+        "double" | "double precision" | "float64" | "float8" => DataType::Float64,
+        "varchar" | "text" | "string" | "char" => DataType::Utf8,
+        "date" | "date32" => DataType::Date32,
+        "timestamp" | "datetime" => DataType::Timestamp(arrow::datatypes::TimeUnit::Second, None),
+        _ => return Err(Error::not_implemented(format!("CAST to {t}"))),
+    })
 }
 
 #[derive(Debug, Clone)]
@@ -404,6 +711,8 @@ fn agg_func(lower: &str) -> Option<AggFunc> {
         "avg" => AggFunc::Avg,
         "min" => AggFunc::Min,
         "max" => AggFunc::Max,
+        // `uniq` is approximate in ClickHouse; the exact count is a valid answer.
+        "uniq" | "uniqexact" => AggFunc::CountDistinct,
         _ => return None,
     })
 }
@@ -449,9 +758,6 @@ fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Table>>) -> R
     if select.distinct.is_some() {
         return Err(Error::not_implemented("SELECT DISTINCT"));
     }
-    if select.having.is_some() {
-        return Err(Error::not_implemented("HAVING"));
-    }
     if select.top.is_some() || select.into.is_some() || select.prewhere.is_some() || select.qualify.is_some() {
         return Err(Error::not_implemented("TOP/INTO/PREWHERE/QUALIFY"));
     }
@@ -469,7 +775,7 @@ fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Table>>) -> R
         [] => return Err(Error::not_implemented("SELECT without FROM")),
         _ => return Err(Error::not_implemented("joins")),
     };
-    let ctx = Ctx { table: &table, alias };
+    let ctx = Ctx { table: &table, alias, computed: RefCell::new(Vec::new()) };
 
     // SELECT list.
     let mut items: Vec<(String, Item, Option<String>)> = Vec::new(); // (name, item, alias)
@@ -509,7 +815,7 @@ fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Table>>) -> R
                     let pos = usize_literal(e, "GROUP BY position")?;
                     match items.get(pos.wrapping_sub(1)) {
                         Some((_, Item::Scalar(s), _)) => *s,
-                        Some((n, Item::Agg(_), _)) => {
+                        Some((n, Item::Agg(_) | Item::Post { .. }, _)) => {
                             return Err(Error::plan(format!("GROUP BY {pos} refers to aggregate {n}")));
                         }
                         None => return Err(Error::plan(format!("GROUP BY position {pos} is out of range"))),
@@ -519,19 +825,28 @@ fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Table>>) -> R
                         Ok(s) => s,
                         Err(err @ Error::UnknownColumn { .. }) => match (e, alias_item(&items, e)) {
                             (_, Some(Item::Scalar(s))) => s,
-                            (_, Some(Item::Agg(_))) => return Err(Error::plan(format!("GROUP BY {e} refers to an aggregate"))),
+                            (_, Some(Item::Agg(_) | Item::Post { .. })) => return Err(Error::plan(format!("GROUP BY {e} refers to an aggregate"))),
                             _ => return Err(err),
                         },
                         Err(err) => return Err(err),
                     }
                 };
+                let dt = ctx.scalar_type(&key);
+                let keyable = dt.is_integer()
+                    || matches!(
+                        dt,
+                        DataType::Float32 | DataType::Float64 | DataType::Date32 | DataType::Timestamp(_, _) | DataType::Utf8 | DataType::Binary
+                    );
+                if !keyable {
+                    return Err(Error::not_implemented(format!("GROUP BY {e} of type {dt}")));
+                }
                 if !keys.contains(&key) {
                     keys.push(key);
                 }
             }
         }
     }
-    let has_agg = items.iter().any(|(_, i, _)| matches!(i, Item::Agg(_)));
+    let has_agg = items.iter().any(|(_, i, _)| matches!(i, Item::Agg(_) | Item::Post { .. }));
     let order_exprs: Vec<&ast::OrderByExpr> = match &q.order_by {
         None => vec![],
         Some(ob) => match &ob.kind {
@@ -563,48 +878,67 @@ fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Table>>) -> R
 
     let order_has_agg = order_exprs
         .iter()
-        .any(|o| matches!(ctx.item(&o.expr), Ok(Item::Agg(_))));
-    let plan = if has_agg || !keys.is_empty() || order_has_agg {
-        let mut aggs: Vec<AggExpr> = Vec::new();
-        let mut output: Vec<(String, AggOutput)> = Vec::new();
-        let add = |item: &Item, name: &str, aggs: &mut Vec<AggExpr>, output: &mut Vec<(String, AggOutput)>| -> Result<usize> {
-            let src = match item {
-                Item::Agg(a) => AggOutput::Agg(aggs.iter().position(|x| x == a).unwrap_or_else(|| {
-                    aggs.push(*a);
-                    aggs.len() - 1
-                })),
-                Item::Scalar(s) => AggOutput::Key(keys.iter().position(|k| k == s).ok_or_else(|| {
-                    Error::plan(format!("{name} must appear in GROUP BY or be used in an aggregate function"))
-                })?),
-            };
-            output.push((name.to_string(), src));
-            Ok(output.len() - 1)
-        };
+        .any(|o| matches!(ctx.item(&o.expr), Ok(Item::Agg(_) | Item::Post { .. })));
+    let plan = if has_agg || !keys.is_empty() || order_has_agg || select.having.is_some() {
+        let (hash_keys, derived) = split_derived_keys(&ctx, keys);
+        let mut outs = Outs { ctx: &ctx, keys: &hash_keys, derived, aggs: Vec::new(), output: Vec::new(), pending: Vec::new() };
         for (name, item, _) in &items {
-            add(item, name, &mut aggs, &mut output)?;
+            outs.add(item, name)?;
         }
-        let visible = output.len();
+        let visible = outs.output.len();
         let mut order_by = Vec::new();
         for o in &order_exprs {
-            let out = resolve_order(&ctx, &o.expr, &items, visible, |item, name| {
-                // An existing output with the same source, else a hidden one.
-                let probe = match item {
-                    Item::Agg(a) => aggs.iter().position(|x| x == a).map(AggOutput::Agg),
-                    Item::Scalar(s) => keys.iter().position(|k| k == s).map(AggOutput::Key),
-                };
-                if let Some(src) = probe
-                    && let Some(i) = output.iter().position(|(_, s)| *s == src) {
-                        return Ok(i);
-                    }
-                add(item, name, &mut aggs, &mut output)
-            })?;
+            // An existing output with the same source, else a hidden one.
+            let out = resolve_order(&ctx, &o.expr, &items, visible, |item, name| outs.find_or_add(item, name))?;
             order_by.push(sort_key(o, out)?);
         }
+        let having = match &select.having {
+            None => None,
+            Some(h) => {
+                let mut hook = |e: &Expr| -> Result<Option<XExpr>> {
+                    if let Expr::Identifier(id) = e
+                        && let Some(i) =
+                            items.iter().position(|(_, _, a)| a.as_ref().is_some_and(|a| a.eq_ignore_ascii_case(&id.value)))
+                    {
+                        return Ok(Some(XExpr::column(i, outs.out_type(&ctx, i))));
+                    }
+                    let item = match e {
+                        Expr::Function(f) if agg_func(&object_name(&f.name).to_ascii_lowercase()).is_some() => Some(ctx.item(e)?),
+                        _ => ctx
+                            .expr(e)
+                            .ok()
+                            .and_then(|x| ctx.find_scalar(&x))
+                            .filter(|s| outs.keys.contains(s) || outs.derived.iter().any(|(d, _, _)| d == s))
+                            .map(Item::Scalar),
+                    };
+                    match item {
+                        Some(item) => {
+                            let i = outs.find_or_add(&item, &e.to_string())?;
+                            Ok(Some(XExpr::column(i, outs.out_type(&ctx, i))))
+                        }
+                        None if is_column(e) => Err(Error::plan(format!(
+                            "{e} in HAVING must appear in GROUP BY or be used in an aggregate function"
+                        ))),
+                        None => Ok(None),
+                    }
+                };
+                let x = ctx.expr_with(h, &mut hook)?;
+                if !matches!(x.data_type(), DataType::Boolean | DataType::Null) {
+                    return Err(Error::TypeMismatch(format!("HAVING needs a boolean condition, {h} is {}", x.data_type())));
+                }
+                Some(x)
+            }
+        };
+        let projections = outs.finish()?;
+        let Outs { aggs, output, .. } = outs;
         Plan::Aggregate(AggregatePlan {
             table: table.clone(),
             filter,
-            keys,
+            keys: hash_keys,
+            computed: ctx.computed.take(),
             aggs,
+            projections,
+            having,
             output,
             visible,
             order: OrderLimit { order_by, limit, offset },
@@ -614,7 +948,7 @@ fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Table>>) -> R
             .iter()
             .map(|(n, i, _)| match i {
                 Item::Scalar(s) => (n.clone(), *s),
-                Item::Agg(_) => unreachable!("no aggregates on this path"),
+                Item::Agg(_) | Item::Post { .. } => unreachable!("no aggregates on this path"),
             })
             .collect();
         let visible = output.len();
@@ -625,13 +959,167 @@ fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Table>>) -> R
                     output.push((name.to_string(), *s));
                     output.len() - 1
                 })),
-                Item::Agg(_) => Err(Error::internal("aggregate in scan ORDER BY")),
+                Item::Agg(_) | Item::Post { .. } => Err(Error::internal("aggregate in scan ORDER BY")),
             })?;
             order_by.push(sort_key(o, out)?);
         }
-        Plan::Scan(ScanPlan { table: table.clone(), filter, output, visible, order: OrderLimit { order_by, limit, offset } })
+        Plan::Scan(ScanPlan {
+            table: table.clone(),
+            filter,
+            output,
+            computed: ctx.computed.take(),
+            visible,
+            order: OrderLimit { order_by, limit, offset },
+        })
     };
     Ok(Statement::Query { plan, settings })
+}
+
+/// Splits GROUP BY keys into the hash keys and the keys that are functions of other keys
+/// (columns that are keys themselves) or constants: those need no place in the hash table
+/// and are computed per group from the other keys' values (ClickHouse's
+/// `optimize_group_by_function_keys`: Q36's `ClientIP - 1`, Q35's `1`). Each derived key
+/// comes with its expression over `parts` (`Expr::Column(j)` is `parts[j]`). Constants stay
+/// hash keys when no other key remains (a GROUP BY over no rows returns no row).
+fn split_derived_keys(ctx: &Ctx<'_>, keys: Vec<ScalarExpr>) -> (Vec<ScalarExpr>, Vec<(ScalarExpr, XExpr, Vec<Item>)>) {
+    let mut hash_keys = Vec::new();
+    let mut derived = Vec::new();
+    for &k in &keys {
+        if let ScalarExpr::Computed(i) = k {
+            let e = ctx.computed.borrow()[i].clone();
+            let mut cols = Vec::new();
+            e.columns(&mut cols);
+            cols.sort_unstable();
+            cols.dedup();
+            // Float keys group -0.0 with 0.0 and every NaN together, values a function can
+            // tell apart (1 / -0.0 is -inf): only keys whose equality is identity qualify.
+            let exact = |c: usize| !matches!(ctx.dtype(c), DataType::Float32 | DataType::Float64);
+            if cols.iter().all(|c| keys.contains(&ScalarExpr::Column(*c)) && exact(*c)) {
+                let expr = e.map_columns(&|c| cols.iter().position(|x| *x == c).expect("a column of the expression"));
+                let parts = cols.iter().map(|c| Item::Scalar(ScalarExpr::Column(*c))).collect();
+                derived.push((k, expr, parts));
+                continue;
+            }
+        }
+        hash_keys.push(k);
+    }
+    if hash_keys.is_empty() && !derived.is_empty() {
+        return (keys, Vec::new());
+    }
+    (hash_keys, derived)
+}
+
+/// The outputs of an aggregation being planned.
+struct Outs<'k> {
+    ctx: &'k Ctx<'k>,
+    /// The hash keys.
+    keys: &'k [ScalarExpr],
+    /// Keys computed from other keys: (key, expression over parts, parts).
+    derived: Vec<(ScalarExpr, XExpr, Vec<Item>)>,
+    aggs: Vec<AggExpr>,
+    output: Vec<(String, AggOutput)>,
+    /// The projections behind [`AggOutput::Expr`] outputs, over their parts until
+    /// [`Outs::finish`] maps the parts to outputs.
+    pending: Vec<(XExpr, Vec<Item>)>,
+}
+
+impl Outs<'_> {
+    /// An existing output of `item`'s key or aggregate.
+    fn find(&self, item: &Item) -> Option<usize> {
+        let src = match item {
+            Item::Agg(a) => AggOutput::Agg(self.aggs.iter().position(|x| x == a)?),
+            Item::Scalar(s) => AggOutput::Key(self.keys.iter().position(|k| k == s)?),
+            Item::Post { .. } => return None,
+        };
+        self.output.iter().position(|(_, s)| *s == src)
+    }
+
+    /// Adds an output for `item`; returns its index.
+    fn add(&mut self, item: &Item, name: &str) -> Result<usize> {
+        let src = match item {
+            Item::Agg(a) => AggOutput::Agg(match self.aggs.iter().position(|x| x == a) {
+                Some(j) => j,
+                None => {
+                    self.aggs.push(*a);
+                    self.aggs.len() - 1
+                }
+            }),
+            Item::Scalar(s) => match self.keys.iter().position(|k| k == s) {
+                Some(k) => AggOutput::Key(k),
+                None => match self.derived.iter().find(|(d, _, _)| d == s) {
+                    Some((_, e, parts)) => {
+                        self.pending.push((e.clone(), parts.clone()));
+                        AggOutput::Expr(self.pending.len() - 1)
+                    }
+                    None => match self.over_keys(s) {
+                        Some((e, parts)) => {
+                            self.pending.push((e, parts));
+                            AggOutput::Expr(self.pending.len() - 1)
+                        }
+                        None => {
+                            return Err(Error::plan(format!(
+                                "{name} must appear in GROUP BY or be used in an aggregate function"
+                            )));
+                        }
+                    },
+                },
+            },
+            Item::Post { expr, parts } => {
+                self.pending.push((expr.clone(), parts.clone()));
+                AggOutput::Expr(self.pending.len() - 1)
+            }
+        };
+        self.output.push((name.to_string(), src));
+        Ok(self.output.len() - 1)
+    }
+
+    /// `s` as an expression over hash keys (`SELECT 1, k ..`, `SELECT k + 1 .. GROUP BY k`),
+    /// with its parts, if it is one.
+    fn over_keys(&self, s: &ScalarExpr) -> Option<(XExpr, Vec<Item>)> {
+        let ScalarExpr::Computed(i) = *s else { return None };
+        let e = self.ctx.computed.borrow()[i].clone();
+        let mut cols = Vec::new();
+        e.columns(&mut cols);
+        cols.sort_unstable();
+        cols.dedup();
+        if !cols.iter().all(|c| self.keys.contains(&ScalarExpr::Column(*c))) {
+            return None;
+        }
+        let expr = e.map_columns(&|c| cols.iter().position(|x| *x == c).expect("a column of the expression"));
+        Some((expr, cols.iter().map(|c| Item::Scalar(ScalarExpr::Column(*c))).collect()))
+    }
+
+    fn find_or_add(&mut self, item: &Item, name: &str) -> Result<usize> {
+        match self.find(item) {
+            Some(i) => Ok(i),
+            None => self.add(item, name),
+        }
+    }
+
+    /// The type of output `i`.
+    fn out_type(&self, ctx: &Ctx<'_>, i: usize) -> DataType {
+        match self.output[i].1 {
+            AggOutput::Key(k) => ctx.scalar_type(&self.keys[k]),
+            AggOutput::Agg(j) => self.aggs[j].func.output_type(self.aggs[j].input.map(|s| ctx.scalar_type(&s)).as_ref()),
+            AggOutput::Expr(p) => self.pending[p].0.data_type(),
+        }
+    }
+
+    /// The projections over output columns: each part becomes an output (a hidden one
+    /// when the query does not select it).
+    fn finish(&mut self) -> Result<Vec<XExpr>> {
+        let mut out = Vec::with_capacity(self.pending.len());
+        for p in 0..self.pending.len() {
+            let (e, parts) = self.pending[p].clone();
+            let idx = parts
+                .iter()
+                .enumerate()
+                .map(|(j, part)| self.find_or_add(part, &format!("__part{p}_{j}")))
+                .collect::<Result<Vec<_>>>()?;
+            out.push(e.map_columns(&|j| idx[j]));
+        }
+        Ok(out)
+    }
 }
 
 /// Refuses an unquoted alias that is a reserved word of a SELECT's clauses: the parser

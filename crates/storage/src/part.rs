@@ -690,6 +690,8 @@ pub struct Part {
     /// First sort-key tuple of each granule (one array of `granules` values per key column).
     pub(crate) primary: Vec<ArrayRef>,
     pub(crate) stats: Vec<Stats>,
+    /// `min_max[c]`: per-granule minimums and maximums of column `c` (the column's type).
+    pub(crate) min_max: Vec<(ArrayRef, ArrayRef)>,
     /// `blooms[c]`: per-granule bloom filters of column `c`, if it has them.
     pub(crate) blooms: Vec<Option<Vec<Vec<u64>>>>,
 }
@@ -823,6 +825,7 @@ impl Part {
         let mm_types: Vec<DataType> = schema.fields().iter().flat_map(|f| [f.data_type().clone(), f.data_type().clone()]).collect();
         let mm = read_blocks(body, &mm_types, g).map_err(|d| corrupt("minmax.idx", d))?;
         let stats = mm.chunks_exact(2).map(|p| stats_of(&p[0], &p[1])).collect();
+        let min_max = mm.chunks_exact(2).map(|p| (p[0].clone(), p[1].clone())).collect();
         let bloom_bytes = take_small(&mut small, "bloom.idx")?;
         let blooms = read_blooms(&bloom_bytes, ncols, g).map_err(|d| corrupt("bloom.idx", d))?;
         // column files
@@ -866,6 +869,7 @@ impl Part {
             marks,
             primary,
             stats,
+            min_max,
             blooms,
         })
     }

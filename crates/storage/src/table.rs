@@ -876,6 +876,30 @@ impl ColumnSource for Snapshot {
         Ok(indices.iter().map(|_| it.by_ref().take(n).collect()).collect())
     }
 
+    /// The per-granule min/max of the snapshot's granules, for integer, date, timestamp
+    /// and string columns (floats: the engine's NaN/-0.0 order is not the index's).
+    fn min_max(&self, column: usize) -> Option<(ArrayRef, ArrayRef)> {
+        let dt = self.table.schema.fields().get(column)?.data_type();
+        if matches!(dt, arrow::datatypes::DataType::Float32 | arrow::datatypes::DataType::Float64) {
+            return None;
+        }
+        let mut los = Vec::with_capacity(self.morsels.len());
+        let mut his = Vec::with_capacity(self.morsels.len());
+        for m in &self.morsels {
+            let (lo, hi) = self.parts[m.part].1.min_max.get(column)?;
+            if lo.len() < m.g1 || hi.len() < m.g1 {
+                return None;
+            }
+            los.push(lo.slice(m.g0, m.g1 - m.g0));
+            his.push(hi.slice(m.g0, m.g1 - m.g0));
+        }
+        let cat = |v: &[ArrayRef]| match v.len() {
+            0 => Some(arrow::array::new_empty_array(dt)),
+            _ => arrow::compute::concat(&v.iter().map(|a| a.as_ref()).collect::<Vec<_>>()).ok(),
+        };
+        Some((cat(&los)?, cat(&his)?))
+    }
+
     /// Keeps granules whose min/max (and, for the leading sort-key column, the sparse
     /// primary index) admit every range; consecutive kept granules of one part form
     /// morsels of up to 8 granules, never crossing a multiple of 8.

@@ -1,0 +1,1322 @@
+//! Scalar expressions: a typed tree (columns, literals, arithmetic, comparisons, boolean
+//! logic, `IN`, `CASE`, `IS [NOT] NULL`, `CAST`, `LIKE`, functions) built and type-checked
+//! by its constructors at plan time, and a vectorized evaluator over one morsel built on
+//! Arrow's compute kernels (`numeric`, `cmp`, `boolean`, `zip`, `like`, `length`, `cast`).
+//!
+//! Types follow ClickHouse, widened to 64 bits:
+//!
+//! | expression                  | result type                                                 |
+//! |-----------------------------|-------------------------------------------------------------|
+//! | `a + b`, `a * b`, `a % b`, `intDiv(a, b)` (integers) | `UInt64` if both are unsigned, else `Int64`; wraps on overflow |
+//! | `a - b` (integers)          | `Int64` (wraps)                                             |
+//! | any of them with a float    | `Float64`                                                   |
+//! | `a / b`                     | `Float64` always (`1 / 0` is `inf`, `0 / 0` is NaN, as ClickHouse) |
+//! | `intDiv(a, 0)`, `a % 0` (integers) | [`Error::InvalidArgument`] "division by zero" (ClickHouse `ILLEGAL_DIVISION`) |
+//! | comparisons, `AND`/`OR`/`NOT`, `IN`, `LIKE`, `IS NULL`, `match` | `Boolean` (three-valued: NULL is UNKNOWN) |
+//! | `length(s)`                 | `UInt64`, bytes (ClickHouse; DuckDB counts characters)      |
+//! | `toStartOfMinute/Hour/Day(t)`, `DATE_TRUNC(unit, t)` | `Timestamp(Second)` (units `second`, `minute`, `hour`, `day`) |
+//! | `toMinute/toHour/toSecond(t)`, `extract(.. FROM t)` | `UInt8`                          |
+//!
+//! Integer literals are `UInt64` when non-negative, else `Int64`; a literal compared with a
+//! column is compared in the column's type when it fits. Every operator propagates NULL
+//! (an input NULL gives a NULL output), except `AND`/`OR` (Kleene logic), `IS [NOT] NULL`,
+//! `CASE` (a NULL condition is not TRUE) and `coalesce`. Floats compare in Tessera's float
+//! order (`tessera_common::float`: `-0.0 = 0.0`, NaN equal to NaN and above `+inf`).
+//!
+//! Every argument of a `CASE`, `if` or `coalesce` is evaluated on every row of the morsel,
+//! so an integer division by zero in a branch that is not taken still fails, and the
+//! expressions of GROUP BY keys are evaluated before WHERE filters rows.
+
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
+
+use arrow::array::*;
+use arrow::compute::kernels::{boolean, cmp, comparison, numeric};
+use arrow::compute::{CastOptions, can_cast_types, cast_with_options, prep_null_mask_filter};
+use arrow::datatypes::*;
+use arrow::error::ArrowError;
+use tessera_common::float::canonical_array;
+use tessera_common::{Error, Result};
+use tessera_kernels::CmpOp;
+
+/// A constant.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Literal {
+    /// `NULL` (type `Null`, taking the type of its context).
+    Null,
+    /// `true` / `false`.
+    Bool(bool),
+    /// A negative integer (`Int64`).
+    Int(i64),
+    /// A non-negative integer (`UInt64`).
+    UInt(u64),
+    /// A floating-point number (`Float64`).
+    Float(f64),
+    /// A string (`Utf8`).
+    Str(String),
+    /// A date, days since 1970-01-01 (`Date32`).
+    Date(i32),
+    /// A timestamp, seconds since 1970-01-01 00:00:00 UTC (`Timestamp(Second)`).
+    Timestamp(i64),
+}
+
+impl Literal {
+    /// The Arrow type of the constant.
+    pub fn data_type(&self) -> DataType {
+        match self {
+            Literal::Null => DataType::Null,
+            Literal::Bool(_) => DataType::Boolean,
+            Literal::Int(_) => DataType::Int64,
+            Literal::UInt(_) => DataType::UInt64,
+            Literal::Float(_) => DataType::Float64,
+            Literal::Str(_) => DataType::Utf8,
+            Literal::Date(_) => DataType::Date32,
+            Literal::Timestamp(_) => DataType::Timestamp(TimeUnit::Second, None),
+        }
+    }
+
+    /// The constant as an array of one row.
+    pub fn to_array(&self) -> ArrayRef {
+        match self {
+            Literal::Null => new_null_array(&DataType::Null, 1),
+            Literal::Bool(b) => Arc::new(BooleanArray::from(vec![*b])),
+            Literal::Int(i) => Arc::new(Int64Array::from(vec![*i])),
+            Literal::UInt(u) => Arc::new(UInt64Array::from(vec![*u])),
+            Literal::Float(f) => Arc::new(Float64Array::from(vec![*f])),
+            Literal::Str(s) => Arc::new(StringArray::from(vec![s.as_str()])),
+            Literal::Date(d) => Arc::new(Date32Array::from(vec![*d])),
+            Literal::Timestamp(t) => Arc::new(TimestampSecondArray::from(vec![*t])),
+        }
+    }
+}
+
+/// Arithmetic operators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ArithOp {
+    /// `+`
+    Add,
+    /// `-`
+    Sub,
+    /// `*`
+    Mul,
+    /// `/` (always `Float64`).
+    Div,
+    /// `intDiv(a, b)`: integer division truncating toward zero.
+    IntDiv,
+    /// `%`: remainder with the sign of the dividend (C, ClickHouse).
+    Rem,
+}
+
+/// Units of `DATE_TRUNC` / `toStartOf*`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TruncUnit {
+    /// Whole seconds (the identity on `Timestamp(Second)`).
+    Second,
+    /// `toStartOfMinute`.
+    Minute,
+    /// `toStartOfHour`.
+    Hour,
+    /// `toStartOfDay`.
+    Day,
+}
+
+impl TruncUnit {
+    fn seconds(self) -> i64 {
+        match self {
+            TruncUnit::Second => 1,
+            TruncUnit::Minute => 60,
+            TruncUnit::Hour => 3600,
+            TruncUnit::Day => 86_400,
+        }
+    }
+}
+
+/// Parts of a timestamp (`extract(part FROM t)`, `toMinute(t)`, ...), UTC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DatePart {
+    /// 0..59.
+    Second,
+    /// 0..59.
+    Minute,
+    /// 0..23.
+    Hour,
+}
+
+/// A regular expression compiled at plan time (RE2 syntax as ClickHouse; the `regex`
+/// crate, which has RE2's semantics and linear-time guarantee). Equal when the source
+/// texts are equal.
+#[derive(Debug, Clone)]
+pub struct Pattern {
+    source: String,
+    text: regex::Regex,
+    bytes: regex::bytes::Regex,
+}
+
+impl PartialEq for Pattern {
+    fn eq(&self, other: &Self) -> bool {
+        self.source == other.source
+    }
+}
+
+impl Pattern {
+    /// Compiles `source`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the pattern and the regex error.
+    pub fn new(source: &str) -> Result<Pattern> {
+        let bad = |e: regex::Error| Error::InvalidArgument(format!("invalid regular expression '{source}': {e}"));
+        Ok(Pattern {
+            source: source.to_string(),
+            text: regex::Regex::new(source).map_err(bad)?,
+            bytes: regex::bytes::Regex::new(source).map_err(bad)?,
+        })
+    }
+}
+
+/// Scalar functions.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Func {
+    /// `length(s)`: bytes.
+    Length,
+    /// `lower(s)`: ASCII letters to lower case (ClickHouse `lower`).
+    Lower,
+    /// `upper(s)`: ASCII letters to upper case.
+    Upper,
+    /// `concat(s, ..)`.
+    Concat,
+    /// `REGEXP_REPLACE(s, pattern, replacement)` (ClickHouse `replaceRegexpAll`: every
+    /// match), or `replaceRegexpOne` (`all = false`: the first match). `\0`..`\9` in the
+    /// replacement insert capture groups, `\\` a backslash.
+    RegexpReplace {
+        /// The pattern.
+        pattern: Pattern,
+        /// The replacement in the `regex` crate's syntax (`${1}`, `$$`).
+        replacement: String,
+        /// Replace every match (else the first).
+        all: bool,
+    },
+    /// `match(s, pattern)`: whether the pattern matches anywhere in `s`.
+    Match(Pattern),
+    /// `DATE_TRUNC(unit, t)`, `toStartOfMinute(t)`, ...
+    Trunc(TruncUnit),
+    /// `toMinute(t)`, `extract(minute FROM t)`, ...
+    Part(DatePart),
+    /// `toDate(t)`: the day of a timestamp.
+    ToDate,
+    /// `coalesce(a, b, ..)`: the first non-NULL argument.
+    Coalesce,
+}
+
+/// A typed scalar expression over the columns of one table (or over the output columns of
+/// an aggregation, for HAVING). Build it with the constructors, which check types.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expr {
+    /// Column `index` of the input, of type `dtype`.
+    Column {
+        /// Column index.
+        index: usize,
+        /// Its type.
+        dtype: DataType,
+    },
+    /// A constant.
+    Literal(Literal),
+    /// Arithmetic; both operands are cast to `dtype` first.
+    Arith {
+        /// Operator.
+        op: ArithOp,
+        /// Left operand.
+        left: Box<Expr>,
+        /// Right operand.
+        right: Box<Expr>,
+        /// Operand and result type.
+        dtype: DataType,
+    },
+    /// A comparison in the operands' common type `common`.
+    Cmp {
+        /// Operator.
+        op: CmpOp,
+        /// Left operand.
+        left: Box<Expr>,
+        /// Right operand.
+        right: Box<Expr>,
+        /// Type both sides are cast to.
+        common: DataType,
+    },
+    /// Kleene AND of booleans.
+    And(Vec<Expr>),
+    /// Kleene OR of booleans.
+    Or(Vec<Expr>),
+    /// NOT.
+    Not(Box<Expr>),
+    /// `IS NULL` (`IS NOT NULL` when `negated`).
+    IsNull {
+        /// Operand.
+        expr: Box<Expr>,
+        /// `IS NOT NULL`.
+        negated: bool,
+    },
+    /// `CASE WHEN c1 THEN v1 .. ELSE e END`: the first branch whose condition is TRUE.
+    Case {
+        /// (condition, value) pairs.
+        branches: Vec<(Expr, Expr)>,
+        /// The value when no condition is TRUE (`NULL` without ELSE).
+        otherwise: Box<Expr>,
+        /// Result type (every value is cast to it).
+        dtype: DataType,
+    },
+    /// `CAST(e AS t)`, `e::t`: Arrow's cast; a value that does not fit is an error.
+    Cast {
+        /// Operand.
+        expr: Box<Expr>,
+        /// Target type.
+        to: DataType,
+    },
+    /// `[NOT] [I]LIKE pattern` with every pattern shape (`%`, `_`, `\` escapes).
+    Like {
+        /// The string operand (`Utf8`).
+        expr: Box<Expr>,
+        /// The pattern.
+        pattern: String,
+        /// `NOT LIKE`.
+        negated: bool,
+        /// `ILIKE`.
+        case_insensitive: bool,
+    },
+    /// A function call.
+    Func {
+        /// The function.
+        func: Func,
+        /// Arguments (constant arguments such as a regex are folded into `func`).
+        args: Vec<Expr>,
+        /// Result type.
+        dtype: DataType,
+    },
+}
+
+fn is_int(t: &DataType) -> bool {
+    t.is_integer()
+}
+
+fn is_signed(t: &DataType) -> bool {
+    matches!(t, DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64)
+}
+
+fn is_float(t: &DataType) -> bool {
+    matches!(t, DataType::Float16 | DataType::Float32 | DataType::Float64)
+}
+
+fn is_string(t: &DataType) -> bool {
+    matches!(t, DataType::Utf8 | DataType::Binary)
+}
+
+fn is_numeric(t: &DataType) -> bool {
+    is_int(t) || is_float(t) || *t == DataType::Null
+}
+
+fn is_bool(t: &DataType) -> bool {
+    matches!(t, DataType::Boolean | DataType::Null)
+}
+
+fn timestamp() -> DataType {
+    DataType::Timestamp(TimeUnit::Second, None)
+}
+
+/// The type two values are brought to for comparison, CASE or coalesce.
+fn common_type(a: &DataType, b: &DataType, exact_ints: bool) -> Option<DataType> {
+    use DataType::*;
+    if a == b {
+        return Some(a.clone());
+    }
+    Some(match (a, b) {
+        (Null, t) | (t, Null) => t.clone(),
+        (x, y) if is_int(x) && is_int(y) => match (is_signed(x), is_signed(y)) {
+            (true, true) => Int64,
+            (false, false) => UInt64,
+            // Every Int64 and UInt64 value, exactly.
+            _ if exact_ints => Decimal128(20, 0),
+            _ => Int64,
+        },
+        (x, y) if is_numeric(x) && is_numeric(y) => Float64,
+        (Utf8, Binary) | (Binary, Utf8) => Binary,
+        (Date32, Timestamp(_, _)) | (Timestamp(_, _), Date32) => timestamp(),
+        _ => return None,
+    })
+}
+
+/// Whether literal `l` converts to `to` without loss.
+fn literal_fits(l: &Literal, to: &DataType) -> bool {
+    if matches!(l, Literal::Null) {
+        return true;
+    }
+    let from = l.data_type();
+    let same_kind = (is_numeric(&from) && is_numeric(to))
+        || (is_string(&from) && is_string(to))
+        || (from == DataType::Boolean && *to == DataType::Boolean)
+        || (from.is_temporal() && to.is_temporal());
+    if !same_kind || (is_float(&from) && !is_float(to)) {
+        return false;
+    }
+    let opts = CastOptions { safe: false, ..Default::default() };
+    can_cast_types(&l.data_type(), to) && cast_with_options(&l.to_array(), to, &opts).is_ok()
+}
+
+fn name_of(t: &DataType) -> String {
+    t.to_string()
+}
+
+impl Expr {
+    /// Column `index` of type `dtype`.
+    pub fn column(index: usize, dtype: DataType) -> Expr {
+        Expr::Column { index, dtype }
+    }
+
+    /// A constant.
+    pub fn literal(l: Literal) -> Expr {
+        Expr::Literal(l)
+    }
+
+    /// The type of the values the expression yields.
+    pub fn data_type(&self) -> DataType {
+        match self {
+            Expr::Column { dtype, .. } | Expr::Arith { dtype, .. } | Expr::Case { dtype, .. } | Expr::Func { dtype, .. } => {
+                dtype.clone()
+            }
+            Expr::Literal(l) => l.data_type(),
+            Expr::Cast { to, .. } => to.clone(),
+            Expr::Cmp { .. } | Expr::And(_) | Expr::Or(_) | Expr::Not(_) | Expr::IsNull { .. } | Expr::Like { .. } => {
+                DataType::Boolean
+            }
+        }
+    }
+
+    /// Whether a NULL constant occurs in the expression (the only way it yields NULL from
+    /// non-NULL inputs: CASE without ELSE has a NULL ELSE).
+    pub fn has_null_literal(&self) -> bool {
+        match self {
+            Expr::Literal(l) => *l == Literal::Null,
+            Expr::Column { .. } => false,
+            Expr::Arith { left, right, .. } | Expr::Cmp { left, right, .. } => left.has_null_literal() || right.has_null_literal(),
+            Expr::And(v) | Expr::Or(v) => v.iter().any(Expr::has_null_literal),
+            Expr::Not(e) | Expr::IsNull { expr: e, .. } | Expr::Cast { expr: e, .. } | Expr::Like { expr: e, .. } => {
+                e.has_null_literal()
+            }
+            Expr::Case { branches, otherwise, .. } => {
+                otherwise.has_null_literal() || branches.iter().any(|(c, v)| c.has_null_literal() || v.has_null_literal())
+            }
+            Expr::Func { args, .. } => args.iter().any(Expr::has_null_literal),
+        }
+    }
+
+    /// Appends the column indices the expression reads to `out` (with repeats).
+    pub fn columns(&self, out: &mut Vec<usize>) {
+        match self {
+            Expr::Column { index, .. } => out.push(*index),
+            Expr::Literal(_) => {}
+            Expr::Arith { left, right, .. } | Expr::Cmp { left, right, .. } => {
+                left.columns(out);
+                right.columns(out);
+            }
+            Expr::And(v) | Expr::Or(v) => v.iter().for_each(|e| e.columns(out)),
+            Expr::Not(e) | Expr::IsNull { expr: e, .. } | Expr::Cast { expr: e, .. } | Expr::Like { expr: e, .. } => {
+                e.columns(out)
+            }
+            Expr::Case { branches, otherwise, .. } => {
+                for (c, v) in branches {
+                    c.columns(out);
+                    v.columns(out);
+                }
+                otherwise.columns(out);
+            }
+            Expr::Func { args, .. } => args.iter().for_each(|e| e.columns(out)),
+        }
+    }
+
+    /// The same expression reading column `f(i)` where this one reads column `i` (of the same
+    /// type).
+    pub fn map_columns(&self, f: &dyn Fn(usize) -> usize) -> Expr {
+        let b = |e: &Expr| Box::new(e.map_columns(f));
+        match self {
+            Expr::Column { index, dtype } => Expr::Column { index: f(*index), dtype: dtype.clone() },
+            Expr::Literal(l) => Expr::Literal(l.clone()),
+            Expr::Arith { op, left, right, dtype } => Expr::Arith { op: *op, left: b(left), right: b(right), dtype: dtype.clone() },
+            Expr::Cmp { op, left, right, common } => Expr::Cmp { op: *op, left: b(left), right: b(right), common: common.clone() },
+            Expr::And(v) => Expr::And(v.iter().map(|e| e.map_columns(f)).collect()),
+            Expr::Or(v) => Expr::Or(v.iter().map(|e| e.map_columns(f)).collect()),
+            Expr::Not(e) => Expr::Not(b(e)),
+            Expr::IsNull { expr, negated } => Expr::IsNull { expr: b(expr), negated: *negated },
+            Expr::Case { branches, otherwise, dtype } => Expr::Case {
+                branches: branches.iter().map(|(c, v)| (c.map_columns(f), v.map_columns(f))).collect(),
+                otherwise: b(otherwise),
+                dtype: dtype.clone(),
+            },
+            Expr::Cast { expr, to } => Expr::Cast { expr: b(expr), to: to.clone() },
+            Expr::Like { expr, pattern, negated, case_insensitive } => Expr::Like {
+                expr: b(expr),
+                pattern: pattern.clone(),
+                negated: *negated,
+                case_insensitive: *case_insensitive,
+            },
+            Expr::Func { func, args, dtype } => Expr::Func {
+                func: func.clone(),
+                args: args.iter().map(|e| e.map_columns(f)).collect(),
+                dtype: dtype.clone(),
+            },
+        }
+    }
+
+    /// `left op right` with the result types of the module table.
+    ///
+    /// # Errors
+    /// [`Error::TypeMismatch`] unless both operands are numbers (`intDiv` and `%` of floats:
+    /// `%` is `fmod`, `intDiv` needs integers).
+    pub fn arith(op: ArithOp, left: Expr, right: Expr) -> Result<Expr> {
+        let (l, r) = (left.data_type(), right.data_type());
+        if !is_numeric(&l) || !is_numeric(&r) {
+            return Err(Error::TypeMismatch(format!(
+                "arithmetic {op:?} needs numbers, got {} and {}",
+                name_of(&l),
+                name_of(&r)
+            )));
+        }
+        let any_float = is_float(&l) || is_float(&r);
+        let dtype = match op {
+            ArithOp::Div => DataType::Float64,
+            ArithOp::IntDiv if any_float => {
+                return Err(Error::TypeMismatch(format!("intDiv needs integers, got {l} and {r}")));
+            }
+            _ if any_float => DataType::Float64,
+            ArithOp::Sub => DataType::Int64,
+            _ if !is_signed(&l) && !is_signed(&r) => DataType::UInt64,
+            _ => DataType::Int64,
+        };
+        Ok(Expr::Arith { op, left: Box::new(left), right: Box::new(right), dtype })
+    }
+
+    /// `left op right`, compared in a common type (a literal takes the other side's type
+    /// when it fits).
+    ///
+    /// # Errors
+    /// [`Error::TypeMismatch`] for types without a common type (a string and a number).
+    pub fn compare(op: CmpOp, left: Expr, right: Expr) -> Result<Expr> {
+        let (l, r) = (left.data_type(), right.data_type());
+        let common = match (&left, &right) {
+            (_, Expr::Literal(lit)) if l != DataType::Null && literal_fits(lit, &l) => l.clone(),
+            (Expr::Literal(lit), _) if r != DataType::Null && literal_fits(lit, &r) => r.clone(),
+            _ => common_type(&l, &r, true).ok_or_else(|| {
+                Error::TypeMismatch(format!("cannot compare {} with {}", name_of(&l), name_of(&r)))
+            })?,
+        };
+        if common == DataType::Boolean && !(is_bool(&l) && is_bool(&r)) {
+            return Err(Error::TypeMismatch(format!("cannot compare {l} with {r}")));
+        }
+        Ok(Expr::Cmp { op, left: Box::new(left), right: Box::new(right), common })
+    }
+
+    fn check_bool(e: &Expr, what: &str) -> Result<()> {
+        let t = e.data_type();
+        if is_bool(&t) {
+            Ok(())
+        } else {
+            Err(Error::TypeMismatch(format!("{what} needs a boolean operand, got {t}")))
+        }
+    }
+
+    /// Kleene AND of boolean terms.
+    ///
+    /// # Errors
+    /// [`Error::TypeMismatch`] for a non-boolean term.
+    pub fn and(terms: Vec<Expr>) -> Result<Expr> {
+        terms.iter().try_for_each(|t| Expr::check_bool(t, "AND"))?;
+        Ok(Expr::And(terms))
+    }
+
+    /// Kleene OR of boolean terms.
+    ///
+    /// # Errors
+    /// [`Error::TypeMismatch`] for a non-boolean term.
+    pub fn or(terms: Vec<Expr>) -> Result<Expr> {
+        terms.iter().try_for_each(|t| Expr::check_bool(t, "OR"))?;
+        Ok(Expr::Or(terms))
+    }
+
+    /// NOT of a boolean.
+    ///
+    /// # Errors
+    /// [`Error::TypeMismatch`] for a non-boolean operand.
+    #[allow(clippy::should_implement_trait)] // reason: a constructor that can fail, not `ops::Not`
+    pub fn not(e: Expr) -> Result<Expr> {
+        Expr::check_bool(&e, "NOT")?;
+        Ok(Expr::Not(Box::new(e)))
+    }
+
+    /// `e IS [NOT] NULL`.
+    pub fn is_null(e: Expr, negated: bool) -> Expr {
+        Expr::IsNull { expr: Box::new(e), negated }
+    }
+
+    /// `e [NOT] IN (list)`: an OR of equalities (so `x IN (1, NULL)` is TRUE or UNKNOWN,
+    /// as in SQL).
+    ///
+    /// # Errors
+    /// As [`Expr::compare`].
+    pub fn in_list(e: Expr, list: Vec<Expr>, negated: bool) -> Result<Expr> {
+        let terms = list.into_iter().map(|v| Expr::compare(CmpOp::Eq, e.clone(), v)).collect::<Result<Vec<_>>>()?;
+        let any = Expr::Or(terms);
+        Ok(if negated { Expr::Not(Box::new(any)) } else { any })
+    }
+
+    /// `CASE WHEN c THEN v .. ELSE otherwise END` (`otherwise` = NULL without ELSE).
+    ///
+    /// # Errors
+    /// [`Error::TypeMismatch`] for a non-boolean condition or values without a common type.
+    pub fn case(branches: Vec<(Expr, Expr)>, otherwise: Option<Expr>) -> Result<Expr> {
+        let otherwise = otherwise.unwrap_or(Expr::Literal(Literal::Null));
+        let mut dtype = otherwise.data_type();
+        for (c, v) in &branches {
+            Expr::check_bool(c, "CASE WHEN")?;
+            let t = v.data_type();
+            dtype = common_type(&dtype, &t, false)
+                .ok_or_else(|| Error::TypeMismatch(format!("CASE values of types {dtype} and {t}")))?;
+        }
+        Ok(Expr::Case { branches, otherwise: Box::new(otherwise), dtype })
+    }
+
+    /// `CAST(e AS to)`.
+    ///
+    /// # Errors
+    /// [`Error::TypeMismatch`] when Arrow cannot cast between the types.
+    pub fn cast(e: Expr, to: DataType) -> Result<Expr> {
+        let from = e.data_type();
+        if from == to {
+            return Ok(e);
+        }
+        if !can_cast_types(&from, &to) {
+            return Err(Error::TypeMismatch(format!("cannot cast {from} to {to}")));
+        }
+        Ok(Expr::Cast { expr: Box::new(e), to })
+    }
+
+    /// `e [NOT] [I]LIKE pattern`.
+    ///
+    /// # Errors
+    /// [`Error::TypeMismatch`] unless `e` is a `Utf8` string; [`Error::Parse`] for a pattern
+    /// ending in a lone `\`.
+    pub fn like(e: Expr, pattern: String, negated: bool, case_insensitive: bool) -> Result<Expr> {
+        let t = e.data_type();
+        if !matches!(t, DataType::Utf8 | DataType::Null) {
+            return Err(Error::TypeMismatch(format!("LIKE needs a string, got {t}")));
+        }
+        if pattern.bytes().rev().take_while(|&b| b == b'\\').count() % 2 == 1 {
+            return Err(Error::Parse(format!("LIKE pattern '{pattern}' ends with an escape character (\\)")));
+        }
+        Ok(Expr::Like { expr: Box::new(e), pattern, negated, case_insensitive })
+    }
+
+    /// A function call by (case-insensitive) name: `length`, `lower`, `upper`, `concat`,
+    /// `regexp_replace` / `replaceRegexpAll`, `replaceRegexpOne`, `match`, `date_trunc`,
+    /// `toStartOfMinute` / `Hour` / `Day`, `toMinute` / `minute`, `toHour` / `hour`,
+    /// `toSecond` / `second`, `toDate`, `coalesce`, `if`, `intDiv`.
+    ///
+    /// # Errors
+    /// [`Error::NotImplemented`] for an unknown function; [`Error::Plan`] for a wrong number
+    /// of arguments or a non-constant argument that must be constant (pattern, unit);
+    /// [`Error::TypeMismatch`] for wrong argument types; [`Error::InvalidArgument`] for an
+    /// invalid regex or unit.
+    pub fn function(name: &str, mut args: Vec<Expr>) -> Result<Expr> {
+        let lower = name.to_ascii_lowercase();
+        let arity = |n: usize, args: &[Expr]| -> Result<()> {
+            if args.len() == n {
+                Ok(())
+            } else {
+                Err(Error::plan(format!("{name} takes {n} argument(s), got {}", args.len())))
+            }
+        };
+        let string_arg = |e: &Expr| -> Result<()> {
+            let t = e.data_type();
+            if is_string(&t) || t == DataType::Null {
+                Ok(())
+            } else {
+                Err(Error::TypeMismatch(format!("{name} needs a string, got {t}")))
+            }
+        };
+        let const_str = |e: &Expr, what: &str| -> Result<String> {
+            match e {
+                Expr::Literal(Literal::Str(s)) => Ok(s.clone()),
+                _ => Err(Error::plan(format!("{name}: the {what} must be a constant string"))),
+            }
+        };
+        let time_arg = |e: Expr| -> Result<Expr> {
+            match e.data_type() {
+                DataType::Timestamp(_, _) | DataType::Null => Ok(e),
+                DataType::Date32 => Expr::cast(e, timestamp()),
+                t => Err(Error::TypeMismatch(format!("{name} needs a date or timestamp, got {t}"))),
+            }
+        };
+        let func = |func: Func, args: Vec<Expr>, dtype: DataType| Ok(Expr::Func { func, args, dtype });
+        match lower.as_str() {
+            "length" | "octet_length" => {
+                arity(1, &args)?;
+                string_arg(&args[0])?;
+                func(Func::Length, args, DataType::UInt64)
+            }
+            "lower" | "lcase" | "upper" | "ucase" => {
+                arity(1, &args)?;
+                if !matches!(args[0].data_type(), DataType::Utf8 | DataType::Null) {
+                    return Err(Error::TypeMismatch(format!("{name} needs a string, got {}", args[0].data_type())));
+                }
+                let f = if lower.starts_with('l') { Func::Lower } else { Func::Upper };
+                func(f, args, DataType::Utf8)
+            }
+            "concat" => {
+                if args.is_empty() {
+                    return Err(Error::plan("concat needs at least one argument"));
+                }
+                for a in &args {
+                    if !matches!(a.data_type(), DataType::Utf8 | DataType::Null) {
+                        return Err(Error::TypeMismatch(format!("concat needs strings, got {}", a.data_type())));
+                    }
+                }
+                func(Func::Concat, args, DataType::Utf8)
+            }
+            "regexp_replace" | "replaceregexpall" | "replaceregexpone" => {
+                arity(3, &args)?;
+                string_arg(&args[0])?;
+                let pattern = Pattern::new(&const_str(&args[1], "pattern")?)?;
+                let replacement = clickhouse_replacement(&const_str(&args[2], "replacement")?);
+                let dtype = match args[0].data_type() {
+                    DataType::Null => DataType::Utf8,
+                    t => t,
+                };
+                args.truncate(1);
+                func(Func::RegexpReplace { pattern, replacement, all: lower != "replaceregexpone" }, args, dtype)
+            }
+            "match" | "regexp_matches" => {
+                arity(2, &args)?;
+                string_arg(&args[0])?;
+                let pattern = Pattern::new(&const_str(&args[1], "pattern")?)?;
+                args.truncate(1);
+                func(Func::Match(pattern), args, DataType::Boolean)
+            }
+            "date_trunc" | "datetrunc" => {
+                arity(2, &args)?;
+                let unit = match const_str(&args[0], "unit")?.to_ascii_lowercase().as_str() {
+                    "second" => TruncUnit::Second,
+                    "minute" => TruncUnit::Minute,
+                    "hour" => TruncUnit::Hour,
+                    "day" => TruncUnit::Day,
+                    other => return Err(Error::InvalidArgument(format!("DATE_TRUNC unit '{other}' (supported: second, minute, hour, day)"))),
+                };
+                let t = time_arg(args.pop().expect("two arguments"))?;
+                func(Func::Trunc(unit), vec![t], timestamp())
+            }
+            "tostartofminute" | "tostartofhour" | "tostartofday" => {
+                arity(1, &args)?;
+                let unit = match lower.as_str() {
+                    "tostartofminute" => TruncUnit::Minute,
+                    "tostartofhour" => TruncUnit::Hour,
+                    _ => TruncUnit::Day,
+                };
+                let t = time_arg(args.pop().expect("one argument"))?;
+                func(Func::Trunc(unit), vec![t], timestamp())
+            }
+            "tominute" | "minute" | "tohour" | "hour" | "tosecond" | "second" => {
+                arity(1, &args)?;
+                let part = match lower.trim_start_matches("to") {
+                    "minute" => DatePart::Minute,
+                    "hour" => DatePart::Hour,
+                    _ => DatePart::Second,
+                };
+                let t = time_arg(args.pop().expect("one argument"))?;
+                func(Func::Part(part), vec![t], DataType::UInt8)
+            }
+            "todate" => {
+                arity(1, &args)?;
+                match args[0].data_type() {
+                    DataType::Date32 => Ok(args.pop().expect("one argument")),
+                    DataType::Utf8 => Expr::cast(args.pop().expect("one argument"), DataType::Date32),
+                    _ => {
+                        let t = time_arg(args.pop().expect("one argument"))?;
+                        func(Func::ToDate, vec![t], DataType::Date32)
+                    }
+                }
+            }
+            "coalesce" | "ifnull" => {
+                if args.is_empty() {
+                    return Err(Error::plan(format!("{name} needs at least one argument")));
+                }
+                let mut dtype = DataType::Null;
+                for a in &args {
+                    let t = a.data_type();
+                    dtype = common_type(&dtype, &t, false)
+                        .ok_or_else(|| Error::TypeMismatch(format!("{name} of types {dtype} and {t}")))?;
+                }
+                func(Func::Coalesce, args, dtype)
+            }
+            "if" => {
+                arity(3, &args)?;
+                let b = args.pop().expect("three");
+                let a = args.pop().expect("three");
+                let c = args.pop().expect("three");
+                Expr::case(vec![(c, a)], Some(b))
+            }
+            "intdiv" => {
+                arity(2, &args)?;
+                let r = args.pop().expect("two");
+                let l = args.pop().expect("two");
+                Expr::arith(ArithOp::IntDiv, l, r)
+            }
+            _ => Err(Error::not_implemented(format!("function {name}"))),
+        }
+    }
+}
+
+/// ClickHouse's replacement syntax (`\N` capture groups, `\\` a backslash) in the `regex`
+/// crate's (`${N}`, `$$` a dollar).
+fn clickhouse_replacement(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 8);
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.peek() {
+                Some(d) if d.is_ascii_digit() => {
+                    out.push_str(&format!("${{{d}}}"));
+                    chars.next();
+                }
+                Some('\\') => {
+                    out.push('\\');
+                    chars.next();
+                }
+                _ => out.push('\\'),
+            },
+            '$' => out.push_str("$$"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// An evaluated operand: a full column or a constant (one row, broadcast by the kernels).
+#[derive(Debug, Clone)]
+enum Val {
+    Array(ArrayRef),
+    Scalar(ArrayRef),
+}
+
+impl Val {
+    fn array(&self) -> &ArrayRef {
+        match self {
+            Val::Array(a) | Val::Scalar(a) => a,
+        }
+    }
+
+    fn is_scalar(&self) -> bool {
+        matches!(self, Val::Scalar(_))
+    }
+
+    fn datum(&self) -> Box<dyn Datum> {
+        match self {
+            Val::Array(a) => Box::new(a.clone()),
+            Val::Scalar(a) => Box::new(Scalar::new(a.clone())),
+        }
+    }
+
+    /// Same shape (column or constant) as `self`, with `f` applied to the values.
+    fn map(&self, f: impl FnOnce(&ArrayRef) -> Result<ArrayRef>) -> Result<Val> {
+        Ok(match self {
+            Val::Array(a) => Val::Array(f(a)?),
+            Val::Scalar(a) => Val::Scalar(f(a)?),
+        })
+    }
+
+    fn cast(&self, to: &DataType) -> Result<Val> {
+        if self.array().data_type() == to {
+            return Ok(self.clone());
+        }
+        let opts = CastOptions { safe: false, ..Default::default() };
+        self.map(|a| Ok(cast_with_options(a, to, &opts)?))
+    }
+
+    /// [`Val::cast`], except that `UInt64` to `Int64` reinterprets the bits (ClickHouse's
+    /// wrapping integer arithmetic: `toUInt64(-1) - 0` is -1) instead of failing.
+    fn cast_wrapping(&self, to: &DataType) -> Result<Val> {
+        if *to == DataType::Int64 && *self.array().data_type() == DataType::UInt64 {
+            return self.map(|a| Ok(Arc::new(a.as_primitive::<UInt64Type>().unary::<_, Int64Type>(|v| v as i64)) as ArrayRef));
+        }
+        self.cast(to)
+    }
+
+    /// A column of `len` rows.
+    fn into_array(self, len: usize) -> Result<ArrayRef> {
+        match self {
+            Val::Array(a) => Ok(a),
+            Val::Scalar(a) if a.is_null(0) => Ok(new_null_array(a.data_type(), len)),
+            Val::Scalar(a) => Ok(arrow::compute::take(&a, &UInt32Array::from_value(0, len), None)?),
+        }
+    }
+}
+
+/// Builds a result of the shape of `(a, b)`: a constant when both are.
+fn shape(a: &Val, b: &Val, out: ArrayRef) -> Val {
+    if a.is_scalar() && b.is_scalar() { Val::Scalar(out) } else { Val::Array(out) }
+}
+
+fn arrow_err(e: ArrowError) -> Error {
+    match e {
+        ArrowError::DivideByZero => Error::InvalidArgument("division by zero".into()),
+        other => other.into(),
+    }
+}
+
+/// Evaluates `expr` over one morsel of `len` rows whose columns are `cols[column index]`
+/// (`None` for columns the expression does not read). Returns an array of `len` rows of
+/// type [`Expr::data_type`]; NULL handling as in the module docs.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for an integer division by zero; [`Error::Overflow`] or
+/// [`Error::TypeMismatch`] for a CAST whose value does not fit; [`Error::Internal`] if a
+/// column the expression reads is missing or of another type than planned (a bug).
+pub fn evaluate(expr: &Expr, cols: &[Option<ArrayRef>], len: usize) -> Result<ArrayRef> {
+    eval(expr, cols, len)?.into_array(len)
+}
+
+fn eval(expr: &Expr, cols: &[Option<ArrayRef>], len: usize) -> Result<Val> {
+    Ok(match expr {
+        Expr::Column { index, dtype } => {
+            let a = cols
+                .get(*index)
+                .and_then(|c| c.as_ref())
+                .ok_or_else(|| Error::internal(format!("expression column {index} not loaded")))?;
+            if a.data_type() != dtype || a.len() != len {
+                return Err(Error::internal(format!("expression column {index}: {} rows of {}, planned {len} of {dtype}", a.len(), a.data_type())));
+            }
+            Val::Array(a.clone())
+        }
+        Expr::Literal(l) => Val::Scalar(l.to_array()),
+        Expr::Cast { expr, to } => eval(expr, cols, len)?.cast(to)?,
+        Expr::Arith { op, left, right, dtype } => {
+            let l = eval(left, cols, len)?.cast_wrapping(dtype)?;
+            let r = eval(right, cols, len)?.cast_wrapping(dtype)?;
+            let (ld, rd) = (l.datum(), r.datum());
+            let float = is_float(dtype);
+            let out = match op {
+                ArithOp::Add if float => numeric::add(&*ld, &*rd),
+                ArithOp::Add => numeric::add_wrapping(&*ld, &*rd),
+                ArithOp::Sub if float => numeric::sub(&*ld, &*rd),
+                ArithOp::Sub => numeric::sub_wrapping(&*ld, &*rd),
+                ArithOp::Mul if float => numeric::mul(&*ld, &*rd),
+                ArithOp::Mul => numeric::mul_wrapping(&*ld, &*rd),
+                ArithOp::Div | ArithOp::Rem if float => {
+                    if *op == ArithOp::Div { numeric::div(&*ld, &*rd) } else { numeric::rem(&*ld, &*rd) }
+                }
+                ArithOp::Div | ArithOp::IntDiv => int_div(&l, &r, false),
+                ArithOp::Rem => int_div(&l, &r, true),
+            }
+            .map_err(arrow_err)?;
+            shape(&l, &r, out)
+        }
+        Expr::Cmp { op, left, right, common } => {
+            let l = canonical(eval(left, cols, len)?.cast(common)?);
+            let r = canonical(eval(right, cols, len)?.cast(common)?);
+            let (ld, rd) = (l.datum(), r.datum());
+            let out = match op {
+                CmpOp::Eq => cmp::eq(&*ld, &*rd),
+                CmpOp::NotEq => cmp::neq(&*ld, &*rd),
+                CmpOp::Lt => cmp::lt(&*ld, &*rd),
+                CmpOp::LtEq => cmp::lt_eq(&*ld, &*rd),
+                CmpOp::Gt => cmp::gt(&*ld, &*rd),
+                CmpOp::GtEq => cmp::gt_eq(&*ld, &*rd),
+            }?;
+            shape(&l, &r, Arc::new(out))
+        }
+        Expr::And(terms) | Expr::Or(terms) => {
+            let and = matches!(expr, Expr::And(_));
+            let mut acc: Option<BooleanArray> = None;
+            for t in terms {
+                let v = eval(t, cols, len)?.cast(&DataType::Boolean)?.into_array(len)?;
+                let v = v.as_boolean().clone();
+                acc = Some(match acc {
+                    None => v,
+                    Some(a) if and => boolean::and_kleene(&a, &v)?,
+                    Some(a) => boolean::or_kleene(&a, &v)?,
+                });
+            }
+            Val::Array(Arc::new(acc.unwrap_or_else(|| BooleanArray::from(vec![and; len]))))
+        }
+        Expr::Not(e) => eval(e, cols, len)?.cast(&DataType::Boolean)?.map(|a| Ok(Arc::new(boolean::not(a.as_boolean())?) as ArrayRef))?,
+        Expr::IsNull { expr, negated } => eval(expr, cols, len)?.map(|a| {
+            let n = if *negated { boolean::is_not_null(a)? } else { boolean::is_null(a)? };
+            Ok(Arc::new(n) as ArrayRef)
+        })?,
+        Expr::Case { branches, otherwise, dtype } => {
+            let mut acc = eval(otherwise, cols, len)?.cast(dtype)?;
+            for (cond, value) in branches.iter().rev() {
+                let c = eval(cond, cols, len)?.cast(&DataType::Boolean)?.into_array(len)?;
+                let mask = true_mask(c.as_boolean());
+                let v = eval(value, cols, len)?.cast(dtype)?;
+                let out = arrow::compute::kernels::zip::zip(&mask, &*v.datum(), &*acc.datum())?;
+                acc = Val::Array(out);
+            }
+            acc
+        }
+        Expr::Like { expr, pattern, negated, case_insensitive } => {
+            let v = eval(expr, cols, len)?.cast(&DataType::Utf8)?;
+            let p = Scalar::new(StringArray::from(vec![pattern.as_str()]));
+            let d = v.datum();
+            let out = match (negated, case_insensitive) {
+                (false, false) => comparison::like(&*d, &p),
+                (true, false) => comparison::nlike(&*d, &p),
+                (false, true) => comparison::ilike(&*d, &p),
+                (true, true) => comparison::nilike(&*d, &p),
+            }?;
+            v.map(|_| Ok(Arc::new(out) as ArrayRef))?
+        }
+        Expr::Func { func, args, dtype } => eval_func(func, args, dtype, cols, len)?,
+    })
+}
+
+/// The rows where `b` is TRUE (NULL counts as not TRUE), without a null buffer.
+pub fn true_mask(b: &BooleanArray) -> BooleanArray {
+    if b.null_count() > 0 { prep_null_mask_filter(b) } else { BooleanArray::new(b.values().clone(), None) }
+}
+
+/// Integer `intDiv` (`rem = false`) or `%`: Arrow's checked kernels, which refuse a zero
+/// divisor (and wrap nothing: `i64::MIN / -1` is an overflow error).
+fn int_div(l: &Val, r: &Val, rem: bool) -> std::result::Result<ArrayRef, ArrowError> {
+    let (ld, rd) = (l.datum(), r.datum());
+    if rem { numeric::rem(&*ld, &*rd) } else { numeric::div(&*ld, &*rd) }
+}
+
+/// Floats in Tessera's order (`-0.0` as `0.0`, one NaN): Arrow compares by `total_cmp`.
+fn canonical(v: Val) -> Val {
+    match v {
+        Val::Array(a) => Val::Array(canonical_array(&a)),
+        Val::Scalar(a) => Val::Scalar(canonical_array(&a)),
+    }
+}
+
+/// Applies `f` to each non-NULL string of a Utf8 or Binary array, keeping the type.
+fn map_strings(a: &ArrayRef, mut f: impl FnMut(&[u8]) -> Vec<u8>) -> Result<ArrayRef> {
+    let mut b = BinaryBuilder::with_capacity(a.len(), 0);
+    let bin = match a.data_type() {
+        DataType::Utf8 => {
+            let s = a.as_string::<i32>();
+            for v in s.iter() {
+                b.append_option(v.map(|v| f(v.as_bytes())));
+            }
+            b.finish()
+        }
+        DataType::Binary => {
+            for v in a.as_binary::<i32>().iter() {
+                b.append_option(v.map(&mut f));
+            }
+            b.finish()
+        }
+        DataType::Null => return Ok(a.clone()),
+        other => return Err(Error::internal(format!("string function on {other}"))),
+    };
+    if *a.data_type() == DataType::Utf8 {
+        // Valid UTF-8 in, and every function here keeps it valid (ASCII case mapping,
+        // regex replacement at character boundaries); checked by the conversion anyway.
+        Ok(Arc::new(StringArray::try_from_binary(bin).map_err(|e| Error::internal(format!("string function: {e}")))?))
+    } else {
+        Ok(Arc::new(bin))
+    }
+}
+
+fn timestamps(a: &ArrayRef) -> Result<&PrimitiveArray<TimestampSecondType>> {
+    a.as_primitive_opt::<TimestampSecondType>()
+        .ok_or_else(|| Error::internal(format!("timestamp function on {}", a.data_type())))
+}
+
+fn eval_func(func: &Func, args: &[Expr], dtype: &DataType, cols: &[Option<ArrayRef>], len: usize) -> Result<Val> {
+    let arg = |i: usize| eval(&args[i], cols, len);
+    if args.iter().any(|a| a.data_type() == DataType::Null) && !matches!(func, Func::Coalesce | Func::Concat) {
+        return Ok(Val::Scalar(new_null_array(dtype, 1)));
+    }
+    Ok(match func {
+        Func::Length => arg(0)?.map(|a| Ok(arrow::compute::cast(&arrow::compute::kernels::length::length(a)?, &DataType::UInt64)?))?,
+        Func::Lower => arg(0)?.map(|a| map_strings(a, |s| s.to_ascii_lowercase()))?,
+        Func::Upper => arg(0)?.map(|a| map_strings(a, |s| s.to_ascii_uppercase()))?,
+        Func::Concat => {
+            let mut vals = Vec::with_capacity(args.len());
+            for i in 0..args.len() {
+                vals.push(arg(i)?.cast(&DataType::Utf8)?);
+            }
+            if vals.iter().all(Val::is_scalar) {
+                let mut s = String::new();
+                for v in &vals {
+                    let a = v.array().as_string::<i32>();
+                    if a.is_null(0) {
+                        return Ok(Val::Scalar(new_null_array(&DataType::Utf8, 1)));
+                    }
+                    s.push_str(a.value(0));
+                }
+                Val::Scalar(Arc::new(StringArray::from(vec![s])))
+            } else {
+                let mut acc = vals[0].clone().into_array(len)?;
+                for v in &vals[1..] {
+                    let b = v.clone().into_array(len)?;
+                    acc = Arc::new(arrow::compute::kernels::concat_elements::concat_elements_utf8(
+                        acc.as_string::<i32>(),
+                        b.as_string::<i32>(),
+                    )?);
+                }
+                Val::Array(acc)
+            }
+        }
+        Func::RegexpReplace { pattern, replacement, all } => arg(0)?.map(|a| match a.data_type() {
+            DataType::Utf8 => {
+                let s = a.as_string::<i32>();
+                let out: StringArray = s
+                    .iter()
+                    .map(|v| {
+                        v.map(|v| {
+                            if *all {
+                                pattern.text.replace_all(v, replacement.as_str())
+                            } else {
+                                pattern.text.replace(v, replacement.as_str())
+                            }
+                        })
+                    })
+                    .collect();
+                Ok(Arc::new(out) as ArrayRef)
+            }
+            _ => map_strings(a, |v| {
+                let r = replacement.as_bytes();
+                if *all { pattern.bytes.replace_all(v, r).into_owned() } else { pattern.bytes.replace(v, r).into_owned() }
+            }),
+        })?,
+        Func::Match(pattern) => arg(0)?.map(|a| {
+            let out: BooleanArray = match a.data_type() {
+                DataType::Utf8 => a.as_string::<i32>().iter().map(|v| v.map(|v| pattern.text.is_match(v))).collect(),
+                _ => a.as_binary::<i32>().iter().map(|v| v.map(|v| pattern.bytes.is_match(v))).collect(),
+            };
+            Ok(Arc::new(out) as ArrayRef)
+        })?,
+        Func::Trunc(unit) => {
+            let s = unit.seconds();
+            arg(0)?.map(|a| {
+                let t = timestamps(a)?;
+                Ok(Arc::new(t.unary::<_, TimestampSecondType>(|v| v - v.rem_euclid(s))) as ArrayRef)
+            })?
+        }
+        Func::Part(part) => arg(0)?.map(|a| {
+            let t = timestamps(a)?;
+            let out: UInt8Array = match part {
+                DatePart::Second => t.unary(|v| v.rem_euclid(60) as u8),
+                DatePart::Minute => t.unary(|v| (v.rem_euclid(3600) / 60) as u8),
+                DatePart::Hour => t.unary(|v| (v.rem_euclid(86_400) / 3600) as u8),
+            };
+            Ok(Arc::new(out) as ArrayRef)
+        })?,
+        Func::ToDate => arg(0)?.map(|a| {
+            let t = timestamps(a)?;
+            Ok(Arc::new(t.unary::<_, Date32Type>(|v| v.div_euclid(86_400) as i32)) as ArrayRef)
+        })?,
+        Func::Coalesce => {
+            let mut acc = arg(args.len() - 1)?.cast(dtype)?;
+            for i in (0..args.len() - 1).rev() {
+                let v = arg(i)?.cast(dtype)?;
+                let present = v.clone().into_array(len)?;
+                let mask = boolean::is_not_null(&present)?;
+                acc = Val::Array(arrow::compute::kernels::zip::zip(&mask, &present, &*acc.datum())?);
+            }
+            acc
+        }
+    })
+}
+
+/// A hasher for distinct-value sets: MurmurHash3's `fmix64` of each word, the engine's
+/// string hash for bytes (the values are hashed once each, no DoS concern: the sets live
+/// for one query).
+#[derive(Default, Clone, Copy)]
+pub(crate) struct MixHasher(u64);
+
+impl Hasher for MixHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0 = tessera_kernels::hash_u64(self.0 ^ tessera_kernels::hash_bytes(bytes));
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = tessera_kernels::hash_u64(self.0 ^ v);
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+}
+
+/// `HashSet` with [`MixHasher`].
+pub(crate) type FastSet<T> = std::collections::HashSet<T, BuildHasherDefault<MixHasher>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn col(i: usize, a: &ArrayRef) -> Expr {
+        Expr::column(i, a.data_type().clone())
+    }
+
+    fn run(e: &Expr, cols: &[ArrayRef]) -> Result<ArrayRef> {
+        let len = cols.first().map_or(1, |c| c.len());
+        let cols: Vec<Option<ArrayRef>> = cols.iter().cloned().map(Some).collect();
+        evaluate(e, &cols, len)
+    }
+
+    fn lit_u(v: u64) -> Expr {
+        Expr::literal(Literal::UInt(v))
+    }
+
+    #[test]
+    fn arithmetic_types_nulls_and_wrapping() {
+        let a: ArrayRef = Arc::new(Int32Array::from(vec![Some(i32::MAX), None, Some(-5), Some(0)]));
+        let e = Expr::arith(ArithOp::Add, col(0, &a), lit_u(1)).unwrap();
+        assert_eq!(e.data_type(), DataType::Int64);
+        let out = run(&e, &[a.clone()]).unwrap();
+        let out = out.as_primitive::<Int64Type>();
+        assert_eq!(out.value(0), i32::MAX as i64 + 1, "widened, no overflow");
+        assert!(out.is_null(1));
+        assert_eq!(out.value(2), -4);
+        // Sub of unsigned is signed; UInt64 wraps like ClickHouse.
+        let u: ArrayRef = Arc::new(UInt64Array::from(vec![u64::MAX, 0]));
+        let e = Expr::arith(ArithOp::Add, col(0, &u), lit_u(1)).unwrap();
+        assert_eq!(e.data_type(), DataType::UInt64);
+        assert_eq!(run(&e, &[u.clone()]).unwrap().as_primitive::<UInt64Type>().values(), &[0, 1]);
+        let e = Expr::arith(ArithOp::Sub, lit_u(0), col(0, &u)).unwrap();
+        assert_eq!(e.data_type(), DataType::Int64);
+        assert_eq!(run(&e, &[u]).unwrap().as_primitive::<Int64Type>().values(), &[1, 0]);
+    }
+
+    #[test]
+    fn division_follows_clickhouse() {
+        let a: ArrayRef = Arc::new(Int64Array::from(vec![Some(1), Some(0), Some(-7), None]));
+        let z: ArrayRef = Arc::new(Int64Array::from(vec![Some(0), Some(0), Some(2), Some(0)]));
+        let e = Expr::arith(ArithOp::Div, col(0, &a), col(1, &z)).unwrap();
+        let out = run(&e, &[a.clone(), z.clone()]).unwrap();
+        let out = out.as_primitive::<Float64Type>();
+        assert_eq!(out.value(0), f64::INFINITY);
+        assert!(out.value(1).is_nan());
+        assert_eq!(out.value(2), -3.5);
+        assert!(out.is_null(3));
+        let e = Expr::arith(ArithOp::IntDiv, col(0, &a), col(1, &z)).unwrap();
+        assert!(matches!(run(&e, &[a.clone(), z.clone()]), Err(Error::InvalidArgument(m)) if m.contains("division by zero")));
+        let e = Expr::arith(ArithOp::Rem, col(0, &a), col(1, &z)).unwrap();
+        assert!(matches!(run(&e, &[a.clone(), z]), Err(Error::InvalidArgument(_))));
+        let two: ArrayRef = Arc::new(Int64Array::from(vec![2, 2, 2, 2]));
+        let e = Expr::function("intDiv", vec![col(0, &a), col(1, &two)]).unwrap();
+        let out = run(&e, &[a.clone(), two.clone()]).unwrap();
+        assert_eq!(out.as_primitive::<Int64Type>().value(2), -3, "truncates toward zero");
+        let e = Expr::arith(ArithOp::Rem, col(0, &a), col(1, &two)).unwrap();
+        assert_eq!(run(&e, &[a, two]).unwrap().as_primitive::<Int64Type>().value(2), -1);
+        let s: ArrayRef = Arc::new(StringArray::from(vec!["a"]));
+        assert!(matches!(Expr::arith(ArithOp::Add, col(0, &s), lit_u(1)), Err(Error::TypeMismatch(_))));
+    }
+
+    #[test]
+    fn comparisons_three_valued_and_float_order() {
+        let f: ArrayRef = Arc::new(Float64Array::from(vec![Some(-0.0), Some(f64::NAN), None, Some(1.0)]));
+        let e = Expr::compare(CmpOp::Eq, col(0, &f), Expr::literal(Literal::UInt(0))).unwrap();
+        let out = run(&e, &[f.clone()]).unwrap();
+        let out = out.as_boolean();
+        assert!(out.value(0), "-0.0 = 0");
+        assert!(!out.value(1));
+        assert!(out.is_null(2));
+        let e = Expr::compare(CmpOp::Gt, col(0, &f), Expr::literal(Literal::Float(f64::INFINITY))).unwrap();
+        assert!(run(&e, &[f.clone()]).unwrap().as_boolean().value(1), "NaN above +inf");
+        // Mixed signedness compares exactly.
+        let i: ArrayRef = Arc::new(Int64Array::from(vec![-1, 5]));
+        let u: ArrayRef = Arc::new(UInt64Array::from(vec![u64::MAX, 5]));
+        let e = Expr::compare(CmpOp::Lt, col(0, &i), col(1, &u)).unwrap();
+        let out = run(&e, &[i, u]).unwrap();
+        assert_eq!(out.as_boolean().iter().collect::<Vec<_>>(), vec![Some(true), Some(false)]);
+        let s: ArrayRef = Arc::new(StringArray::from(vec!["a"]));
+        assert!(matches!(Expr::compare(CmpOp::Eq, col(0, &s), lit_u(1)), Err(Error::TypeMismatch(_))));
+    }
+
+    #[test]
+    fn kleene_logic_in_list_and_is_null() {
+        let a: ArrayRef = Arc::new(Int16Array::from(vec![Some(-1), Some(6), Some(3), None]));
+        let e = Expr::in_list(col(0, &a), vec![Expr::literal(Literal::Int(-1)), lit_u(6)], false).unwrap();
+        let out = run(&e, &[a.clone()]).unwrap();
+        assert_eq!(out.as_boolean().iter().collect::<Vec<_>>(), vec![Some(true), Some(true), Some(false), None]);
+        let e = Expr::in_list(col(0, &a), vec![lit_u(3), Expr::literal(Literal::Null)], true).unwrap();
+        let out = run(&e, &[a.clone()]).unwrap();
+        assert_eq!(out.as_boolean().iter().collect::<Vec<_>>(), vec![None, None, Some(false), None]);
+        let e = Expr::is_null(col(0, &a), false);
+        assert_eq!(run(&e, &[a.clone()]).unwrap().as_boolean().iter().collect::<Vec<_>>(), vec![Some(false), Some(false), Some(false), Some(true)]);
+        // FALSE AND NULL is FALSE; TRUE OR NULL is TRUE.
+        let gt = Expr::compare(CmpOp::Gt, col(0, &a), lit_u(5)).unwrap();
+        let e = Expr::and(vec![Expr::literal(Literal::Bool(false)), gt.clone()]).unwrap();
+        assert_eq!(run(&e, &[a.clone()]).unwrap().as_boolean().value(3), false);
+        assert!(!run(&e, &[a.clone()]).unwrap().is_null(3));
+        let e = Expr::or(vec![Expr::literal(Literal::Bool(true)), gt]).unwrap();
+        assert!(run(&e, &[a.clone()]).unwrap().as_boolean().value(3));
+        assert!(matches!(Expr::and(vec![col(0, &a)]), Err(Error::TypeMismatch(_))));
+    }
+
+    #[test]
+    fn case_like_and_strings() {
+        let s: ArrayRef = Arc::new(StringArray::from(vec![Some("http://www.a.com/x"), Some(""), None, Some("b_c%")]));
+        let n: ArrayRef = Arc::new(Int32Array::from(vec![0, 1, 0, 0]));
+        let cond = Expr::compare(CmpOp::Eq, col(1, &n), lit_u(0)).unwrap();
+        let e = Expr::case(vec![(cond, col(0, &s))], Some(Expr::literal(Literal::Str("-".into())))).unwrap();
+        let out = run(&e, &[s.clone(), n.clone()]).unwrap();
+        assert_eq!(out.as_string::<i32>().iter().collect::<Vec<_>>(), vec![Some("http://www.a.com/x"), Some("-"), None, Some("b_c%")]);
+        let e = Expr::case(vec![(Expr::literal(Literal::Null), col(0, &s))], None).unwrap();
+        assert_eq!(run(&e, &[s.clone(), n.clone()]).unwrap().null_count(), 4, "NULL condition is not TRUE, no ELSE is NULL");
+        let e = Expr::like(col(0, &s), "b\\_c\\%".into(), false, false).unwrap();
+        assert_eq!(run(&e, &[s.clone()]).unwrap().as_boolean().iter().collect::<Vec<_>>(), vec![Some(false), Some(false), None, Some(true)]);
+        let e = Expr::like(col(0, &s), "%.A.%".into(), false, true).unwrap();
+        assert!(run(&e, &[s.clone()]).unwrap().as_boolean().value(0));
+        let e = Expr::function("length", vec![col(0, &s)]).unwrap();
+        let out = run(&e, &[s.clone()]).unwrap();
+        assert_eq!(out.as_primitive::<UInt64Type>().iter().collect::<Vec<_>>(), vec![Some(18), Some(0), None, Some(4)]);
+        let e = Expr::function(
+            "REGEXP_REPLACE",
+            vec![col(0, &s), Expr::literal(Literal::Str(r"^https?://(?:www\.)?([^/]+)/.*$".into())), Expr::literal(Literal::Str(r"\1".into()))],
+        )
+        .unwrap();
+        let out = run(&e, &[s.clone()]).unwrap();
+        assert_eq!(out.as_string::<i32>().iter().collect::<Vec<_>>(), vec![Some("a.com"), Some(""), None, Some("b_c%")]);
+        let bad = Expr::function("regexp_replace", vec![col(0, &s), Expr::literal(Literal::Str("(".into())), Expr::literal(Literal::Str("".into()))]);
+        assert!(matches!(bad, Err(Error::InvalidArgument(_))));
+        assert!(matches!(Expr::function("nosuchfn", vec![]), Err(Error::NotImplemented(_))));
+        assert!(matches!(Expr::function("length", vec![col(1, &n)]), Err(Error::TypeMismatch(_))));
+        let e = Expr::function("concat", vec![col(0, &s), Expr::literal(Literal::Str("!".into()))]).unwrap();
+        assert_eq!(run(&e, &[s.clone()]).unwrap().as_string::<i32>().value(1), "!");
+        let e = Expr::function("upper", vec![col(0, &s)]).unwrap();
+        assert_eq!(run(&e, &[s]).unwrap().as_string::<i32>().value(0), "HTTP://WWW.A.COM/X");
+    }
+
+    #[test]
+    fn time_functions() {
+        // 1970-01-01 00:00:00 - 1 s, and 2013-07-15 10:47:31.
+        let t: ArrayRef = Arc::new(TimestampSecondArray::from(vec![Some(-1), Some(1_373_885_251), None]));
+        let e = Expr::function("date_trunc", vec![Expr::literal(Literal::Str("minute".into())), col(0, &t)]).unwrap();
+        let out = run(&e, &[t.clone()]).unwrap();
+        let out = out.as_primitive::<TimestampSecondType>();
+        assert_eq!(out.value(0), -60);
+        assert_eq!(out.value(1), 1_373_885_220);
+        assert!(out.is_null(2));
+        let e = Expr::function("toHour", vec![col(0, &t)]).unwrap();
+        assert_eq!(run(&e, &[t.clone()]).unwrap().as_primitive::<UInt8Type>().value(0), 23);
+        let e = Expr::function("toDate", vec![col(0, &t)]).unwrap();
+        assert_eq!(run(&e, &[t.clone()]).unwrap().as_primitive::<Date32Type>().value(0), -1);
+        assert!(matches!(
+            Expr::function("date_trunc", vec![Expr::literal(Literal::Str("fortnight".into())), col(0, &t)]),
+            Err(Error::InvalidArgument(_))
+        ));
+        let e = Expr::function("coalesce", vec![col(0, &t), Expr::literal(Literal::Timestamp(7))]).unwrap();
+        assert_eq!(run(&e, &[t]).unwrap().as_primitive::<TimestampSecondType>().value(2), 7);
+    }
+
+    #[test]
+    fn constants_fold_to_one_row_and_broadcast() {
+        let e = Expr::arith(ArithOp::Mul, lit_u(6), lit_u(7)).unwrap();
+        let out = evaluate(&e, &[], 3).unwrap();
+        assert_eq!(out.as_primitive::<UInt64Type>().values(), &[42, 42, 42]);
+        let e = Expr::arith(ArithOp::Add, Expr::literal(Literal::Null), lit_u(1)).unwrap();
+        assert_eq!(evaluate(&e, &[], 2).unwrap().null_count(), 2);
+    }
+}

@@ -1,0 +1,2 @@
+-- compare: exact
+SELECT COUNT(DISTINCT UserID) FROM hits;

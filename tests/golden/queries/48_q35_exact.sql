@@ -1,0 +1,2 @@
+-- compare: exact
+SELECT 1, URL, COUNT(*) AS c FROM hits GROUP BY 1, URL ORDER BY c DESC, URL LIMIT 10;
