@@ -37,6 +37,11 @@ pub(crate) struct BenchArgs {
     /// `--rows` rows cached in `--data-dir`.
     #[arg(long = "load", value_name = "hits=FILE")]
     load: Option<String>,
+    /// With `--load` of a Parquet file: stream it (every run decodes the chunks it reads,
+    /// as DuckDB's `read_parquet` does) instead of reading the queries' columns into memory
+    /// before timing.
+    #[arg(long, requires = "load")]
+    stream: bool,
     /// Read `hits` from this database directory (see `tessera load`) instead of a file:
     /// queries stream morsels from the memory-mapped parts, through the decoded-block cache.
     #[arg(long, conflicts_with = "load")]
@@ -337,7 +342,7 @@ pub(crate) fn run(args: BenchArgs, cancel: &CancelToken) -> Result<()> {
         // Plan every query first, so an unsupported one fails before any timing.
         let load_start = Instant::now();
         if args.db.is_none() {
-            load_table(&db, "hits", &path)?;
+            load_table(&db, "hits", &path, args.stream)?;
         } else if db.disk_table("hits").is_none() {
             return Err(Error::UnknownTable(format!(
                 "hits (not in {}; run `tessera load --db DIR hits FILE`)",

@@ -53,7 +53,9 @@ enum Cmd {
     },
     /// Run one SQL statement and print the answer.
     Query {
-        /// Tables to load, as NAME=FILE (.parquet or .tsv); repeatable.
+        /// Tables to query, as NAME=FILE (.parquet or .tsv); repeatable. A Parquet file is
+        /// streamed: the query decodes the chunks and columns it reads, a few at a time, so
+        /// memory stays bounded whatever the file size. A TSV file is parsed into memory.
         #[arg(long = "load", value_name = "NAME=FILE")]
         load: Vec<String>,
         /// Output format.
@@ -173,7 +175,7 @@ fn run(cli: Cli, cancel: &CancelToken) -> Result<()> {
                     return Err(Error::InvalidArgument(format!("--load {spec}: table '{name}' is an on-disk table of --db")));
                 }
                 seen.push(lower);
-                load_table(&db, &name, &path)?;
+                load_table(&db, &name, &path, true)?;
             }
             let batches = db.sql_cancellable(&sql, cancel)?;
             output::print(&batches, format)
@@ -210,11 +212,12 @@ pub(crate) fn parse_load(spec: &str) -> Result<(String, PathBuf)> {
     }
 }
 
-/// Registers `path` as table `name`: Parquet lazily (columns read on first use), TSV
-/// parsed now. A Parquet file that has every column of ClickBench's `hits` table gets its
+/// Registers `path` as table `name`: Parquet lazily, streamed morsel by morsel when
+/// `streaming` (nothing kept between queries) or else read whole on first use and kept; TSV
+/// parsed now (always in memory). A Parquet file that has every column of ClickBench's `hits` table gets its
 /// typed schema (the official `hits.parquet` stores EventTime as Int64 seconds and
 /// EventDate as UInt16 days); TSV has no schema of its own and loads only as `hits`.
-pub(crate) fn load_table(db: &Database, name: &str, path: &Path) -> Result<()> {
+pub(crate) fn load_table(db: &Database, name: &str, path: &Path, streaming: bool) -> Result<()> {
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
     let hits = tessera_datasets::hits::schema();
     if ext == "tsv" || ext == "tab" {
@@ -233,7 +236,12 @@ pub(crate) fn load_table(db: &Database, name: &str, path: &Path) -> Result<()> {
     if path.is_dir() {
         return Err(Error::InvalidArgument(format!("{} is a directory, not a Parquet file", path.display())));
     }
-    db.register_parquet(name, path)?;
+    let register = |target: Option<arrow::datatypes::SchemaRef>| match (streaming, target) {
+        (true, target) => db.register_parquet_streaming(name, path, target),
+        (false, None) => db.register_parquet(name, path),
+        (false, Some(target)) => db.register_parquet_with_schema(name, path, target),
+    };
+    register(None)?;
     if let Ok(src) = tessera_io::ParquetSource::open(path, None) {
         warn_skipped(path, src.skipped_columns());
     }
@@ -252,8 +260,8 @@ pub(crate) fn load_table(db: &Database, name: &str, path: &Path) -> Result<()> {
         })
         .collect();
     let target = Arc::new(arrow::datatypes::Schema::new(fields));
-    if target.as_ref() != table.schema().as_ref() && db.register_parquet_with_schema(name, path, target.clone()).is_err() {
-        db.register_parquet(name, path)?;
+    if target.as_ref() != table.schema().as_ref() && register(Some(target.clone())).is_err() {
+        register(None)?;
     }
     Ok(())
 }

@@ -224,6 +224,21 @@ impl Database {
         Ok(())
     }
 
+    /// Registers a Parquet file as table `name` that queries stream: each worker decodes
+    /// the columns of the chunk (morsel) it works on, only the pages holding those rows when
+    /// the file has an offset index, and drops them after; PREWHERE reads a chunk's WHERE
+    /// columns first. Nothing is kept between queries, so memory does not grow with the
+    /// file (a `SELECT *` over 100M rows holds a few chunks), at the price of decoding on
+    /// every query: what DuckDB's `read_parquet` and ClickHouse's `file()` do. `target` as in
+    /// [`Database::register_parquet_with_schema`].
+    ///
+    /// # Errors
+    /// As [`Database::register_parquet_with_schema`].
+    pub fn register_parquet_streaming(&self, name: &str, path: &Path, target: Option<SchemaRef>) -> Result<()> {
+        self.register_table(tessera_io::open_parquet_streaming(name, path, target)?);
+        Ok(())
+    }
+
     /// Reads every column of table `name` into memory now.
     ///
     /// # Errors
@@ -368,12 +383,16 @@ impl Database {
     }
 
     /// Reads into memory the columns `sql` needs, so that a later run measures only the
-    /// query (what a benchmark's load step does).
+    /// query (what a benchmark's load step does). Tables that stream (on-disk tables,
+    /// [streaming Parquet](Database::register_parquet_streaming)) are only planned: they
+    /// decode on every run.
     ///
     /// # Errors
     /// As [`Database::sql`].
     pub fn preload(&self, sql: &str) -> Result<()> {
-        if let Statement::Query { plan, .. } = self.plan(sql)? {
+        if let Statement::Query { plan, .. } = self.plan(sql)?
+            && !plan.table().streams()
+        {
             plan.table().columns(&plan.columns_used())?;
         }
         Ok(())

@@ -28,10 +28,11 @@ use arrow::datatypes::{Field, Schema, SchemaRef};
 use bytes::{Buf, Bytes};
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
+    RowSelectionPolicy, RowSelector,
 };
 use parquet::errors::ParquetError;
-use parquet::file::metadata::ColumnChunkMetaData;
+use parquet::file::metadata::{ColumnChunkMetaData, PageIndexPolicy};
 use parquet::file::reader::{ChunkReader, Length};
 use rayon::prelude::*;
 use tessera_common::{ColumnSource, Error, Result, Table, is_supported_type};
@@ -112,6 +113,20 @@ pub fn open_parquet(name: &str, path: &Path, target: Option<SchemaRef>) -> Resul
     Table::lazy(name, schema, chunk_lens, Some(Arc::new(source)))
 }
 
+/// Opens the Parquet file at `path` as a table that queries read a morsel at a time
+/// (see [`ParquetSource::streaming`]): nothing is kept between queries, a query holds
+/// about one chunk per worker of the columns it reads. Types, target and errors as
+/// [`open_parquet`].
+///
+/// # Errors
+/// As [`open_parquet`].
+pub fn open_parquet_streaming(name: &str, path: &Path, target: Option<SchemaRef>) -> Result<Table> {
+    let source = ParquetSource::open(path, target.as_deref())?.streaming(true);
+    let schema = Arc::clone(source.schema());
+    let chunk_lens = source.chunk_lens().to_vec();
+    Table::lazy(name, schema, chunk_lens, Some(Arc::new(source)))
+}
+
 /// A Parquet file as a [`ColumnSource`]: the footer parsed at open, columns decoded on
 /// demand. Built by [`ParquetSource::open`]; [`open_parquet`] wraps it in a [`Table`].
 ///
@@ -119,7 +134,7 @@ pub fn open_parquet(name: &str, path: &Path, target: Option<SchemaRef>) -> Resul
 /// inode (Unix), one truncated after open gives [`Error::Corrupt`] or [`Error::Io`].
 pub struct ParquetSource {
     path: PathBuf,
-    file: File,
+    file: Arc<File>,
     file_len: u64,
     metadata: ArrowReaderMetadata,
     schema: SchemaRef,
@@ -134,6 +149,10 @@ pub struct ParquetSource {
     /// File columns left out of the table: name and file type.
     skipped: Vec<(String, arrow::datatypes::DataType)>,
     granularity: LoadGranularity,
+    /// Whether queries read this file a morsel at a time ([`ParquetSource::streaming`]).
+    streaming: bool,
+    /// Row group and chunk within it of each table chunk (morsel).
+    morsel_at: Vec<(usize, usize)>,
 }
 
 impl fmt::Debug for ParquetSource {
@@ -144,6 +163,7 @@ impl fmt::Debug for ParquetSource {
             .field("columns", &self.schema.fields().len())
             .field("row_groups", &self.row_group_chunks.len())
             .field("chunks", &self.chunk_lens.len())
+            .field("streaming", &self.streaming)
             .finish_non_exhaustive()
     }
 }
@@ -160,14 +180,25 @@ impl ParquetSource {
         };
         let file = File::open(path).map_err(io)?;
         let file_len = file.metadata().map_err(io)?.len();
-        let metadata = guard(
-            path,
-            || "footer".to_string(),
-            || {
-                ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
-                    .map_err(|e| corrupt(path, format!("footer: {e}")))
-            },
-        )?;
+        let load = |policy| {
+            guard(
+                path,
+                || "footer".to_string(),
+                || {
+                    let options = ArrowReaderOptions::new().with_offset_index_policy(policy);
+                    ArrowReaderMetadata::load(&file, options)
+                        .map_err(|e| corrupt(path, format!("footer: {e}")))
+                },
+            )
+        };
+        // The offset index (page locations), where the writer kept one, lets a morsel read
+        // fetch and decode only the pages holding its rows. It is only an accelerator: one
+        // that does not parse or does not fit the footer is ignored (pages are then found
+        // by their headers), never a reason to refuse the file.
+        let metadata = match load(PageIndexPolicy::Optional) {
+            Ok(m) if offset_index_fits(m.metadata(), file_len) => m,
+            _ => load(PageIndexPolicy::Skip)?,
+        };
 
         let file_schema = metadata.schema();
         if file_schema.fields().is_empty() {
@@ -258,9 +289,14 @@ impl ParquetSource {
             row_group_chunks.push(split_rows(rows));
         }
         let chunk_lens = row_group_chunks.iter().flatten().copied().collect();
+        let morsel_at = row_group_chunks
+            .iter()
+            .enumerate()
+            .flat_map(|(g, chunks)| (0..chunks.len()).map(move |k| (g, k)))
+            .collect();
         Ok(ParquetSource {
             path: path.to_path_buf(),
-            file,
+            file: Arc::new(file),
             file_len,
             metadata,
             schema: Arc::new(Schema::new(fields)),
@@ -270,7 +306,20 @@ impl ParquetSource {
             leaves,
             skipped,
             granularity: LoadGranularity::PerColumnChunk,
+            streaming: false,
+            morsel_at,
         })
+    }
+
+    /// With `on`, queries read this file a morsel at a time
+    /// ([`ColumnSource::reads_morsels`]): the columns of one chunk are decoded when a
+    /// worker takes it and dropped after, so a query's memory does not grow with the file
+    /// (DuckDB's and ClickHouse's Parquet scans). Without (the default), a query loads the
+    /// columns it reads whole and the table keeps them for later queries.
+    #[must_use]
+    pub fn streaming(mut self, on: bool) -> Self {
+        self.streaming = on;
+        self
     }
 
     /// The table schema: file columns in file order with their Tessera types.
@@ -409,6 +458,65 @@ impl ParquetSource {
         })
     }
 
+    /// Decodes chunks `ks` (ascending) of row group `g` for table column `c`, one array
+    /// per chunk, reading the column chunk through [`ColumnChunkFile`] (positioned reads
+    /// of the pages the row selection needs).
+    fn read_chunks(&self, g: usize, ks: &[usize], c: usize) -> Result<Vec<ArrayRef>> {
+        let path = &self.path;
+        let field = self.schema.field(c);
+        let what = || format!("row group {g}, column {}", field.name());
+        let lens = &self.row_group_chunks[g];
+        let rg = self.metadata.metadata().row_group(g);
+        let (start, len) = column_chunk_range(path, self.file_len, g, field.name(), rg.column(self.leaves[c]))?;
+        let mut selectors = Vec::with_capacity(2 * ks.len() + 1);
+        let mut pos = 0;
+        for &k in ks {
+            let first = k * CHUNK_ROWS;
+            if first > pos {
+                selectors.push(RowSelector::skip(first - pos));
+            }
+            selectors.push(RowSelector::select(lens[k]));
+            pos = first + lens[k];
+        }
+        let total: usize = lens.iter().sum();
+        if total > pos {
+            selectors.push(RowSelector::skip(total - pos));
+        }
+        let reader = ColumnChunkFile {
+            file: Arc::clone(&self.file),
+            file_len: self.file_len,
+            start,
+            end: start + len as u64,
+        };
+        guard(path, what, || {
+            let mask = ProjectionMask::roots(self.metadata.parquet_schema(), [self.roots[c]]);
+            let batches = ParquetRecordBatchReaderBuilder::new_with_metadata(reader, self.metadata.clone())
+                .with_row_groups(vec![g])
+                .with_projection(mask)
+                .with_row_selection(RowSelection::from(selectors))
+                .with_row_selection_policy(RowSelectionPolicy::Selectors)
+                .with_batch_size(CHUNK_ROWS)
+                .build()
+                .map_err(|e| corrupt(path, format!("{}: {e}", what())))?;
+            let mut out = Vec::with_capacity(ks.len());
+            for batch in batches {
+                let batch = batch.map_err(|e| corrupt(path, format!("{}: {e}", what())))?;
+                let expected = ks.get(out.len()).map(|&k| lens[k]);
+                if expected != Some(batch.num_rows()) || batch.num_columns() != 1 {
+                    return Err(corrupt(
+                        path,
+                        format!("{}: batch of {} rows where the footer gives chunk lengths {lens:?}", what(), batch.num_rows()),
+                    ));
+                }
+                out.push(self.to_table_array(g, c, batch.column(0))?);
+            }
+            if out.len() != ks.len() {
+                return Err(corrupt(path, format!("{}: {} of {} chunks decoded", what(), out.len(), ks.len())));
+            }
+            Ok(out)
+        })
+    }
+
     /// Converts one decoded batch column to column `c`'s table type, checking NOT NULL.
     fn to_table_array(&self, g: usize, c: usize, array: &ArrayRef) -> Result<ArrayRef> {
         let field = self.schema.field(c);
@@ -446,6 +554,53 @@ impl ColumnSource for ParquetSource {
     /// column; [`Error::Internal`] for an index out of range.
     fn load_columns(&self, indices: &[usize]) -> Result<Vec<Vec<ArrayRef>>> {
         self.load_groups(indices, 0..self.row_group_chunks.len())
+    }
+
+    fn reads_morsels(&self) -> bool {
+        self.streaming
+    }
+
+    /// Reads the listed chunks only: one rayon task per (row group, column) decodes the
+    /// rows of that row group's listed chunks through a row selection. With an offset
+    /// index in the file only the pages holding those rows (and the dictionary page) are
+    /// read from disk; without one, the pages before them are skipped by their headers.
+    ///
+    /// # Errors
+    /// As [`ColumnSource::load_columns`].
+    fn load_morsels(&self, indices: &[usize], morsels: &[usize]) -> Result<Vec<Vec<ArrayRef>>> {
+        let n = self.schema.fields().len();
+        if let Some(bad) = indices.iter().find(|&&i| i >= n) {
+            return Err(Error::internal(format!("column index {bad} out of range (0..{n})")));
+        }
+        // Listed chunks grouped by row group, in order.
+        let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
+        for &m in morsels {
+            let &(g, k) = self
+                .morsel_at
+                .get(m)
+                .ok_or_else(|| Error::internal(format!("morsel {m} out of range")))?;
+            match groups.last_mut() {
+                Some((last, ks)) if *last == g && ks.last().is_some_and(|&p| p < k) => ks.push(k),
+                Some((last, _)) if *last >= g => {
+                    return Err(Error::internal("morsels must be ascending and distinct"));
+                }
+                _ => groups.push((g, vec![k])),
+            }
+        }
+        let tasks: Vec<(usize, &[usize], usize)> = groups
+            .iter()
+            .flat_map(|(g, ks)| indices.iter().map(move |&c| (*g, ks.as_slice(), c)))
+            .collect();
+        let decoded: Vec<Vec<ArrayRef>> = tasks
+            .par_iter()
+            .map(|&(g, ks, c)| self.read_chunks(g, ks, c))
+            .collect::<Result<_>>()?;
+        // Tasks are row group major, column minor: gather each column's chunks in order.
+        let mut out: Vec<Vec<ArrayRef>> = vec![Vec::with_capacity(morsels.len()); indices.len()];
+        for (t, chunks) in decoded.into_iter().enumerate() {
+            out[t % indices.len()].extend(chunks);
+        }
+        Ok(out)
     }
 }
 
@@ -538,6 +693,40 @@ fn column_chunk_range(
     }
 }
 
+/// Whether the offset index of every column chunk that has one is consistent with the
+/// footer: pages inside their column chunk, in order, the first at row 0, every first row
+/// inside the row group.
+fn offset_index_fits(meta: &parquet::file::metadata::ParquetMetaData, file_len: u64) -> bool {
+    let Some(index) = meta.page_index() else { return true };
+    meta.row_groups().iter().enumerate().all(|(g, rg)| {
+        rg.columns().iter().enumerate().all(|(c, col)| {
+            let Some(oi) = index.offset_index(g, c) else { return true };
+            let locations = oi.page_locations();
+            let Ok((start, len)) = column_chunk_range(Path::new(""), file_len, g, "", col) else {
+                return false;
+            };
+            let end = start + len as u64;
+            let mut prev: Option<(i64, u64)> = None;
+            !locations.is_empty()
+                && locations.iter().all(|p| {
+                    let (Ok(off), Ok(size)) = (u64::try_from(p.offset), u64::try_from(p.compressed_page_size)) else {
+                        return false;
+                    };
+                    let ok = off >= start
+                        && off.checked_add(size).is_some_and(|e| e <= end)
+                        && p.first_row_index >= 0
+                        && p.first_row_index < rg.num_rows().max(1)
+                        && match prev {
+                            None => p.first_row_index == 0,
+                            Some((row, o)) => p.first_row_index > row && off >= o,
+                        };
+                    prev = Some((p.first_row_index, off + size));
+                    ok
+                })
+        })
+    })
+}
+
 /// Checks that every column of `target` exists in the file and has a supported type.
 fn check_target(path: &Path, file_schema: &Schema, target: &Schema) -> Result<()> {
     for t in target.fields() {
@@ -613,6 +802,72 @@ fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()
             }
         }
         Ok(())
+    }
+}
+
+/// One column chunk of the file, read on demand with positioned reads (`pread`), so
+/// tasks share the file handle: the parquet decoder fetches only the pages a row
+/// selection needs. A read outside the column chunk (corrupt page sizes) fails.
+struct ColumnChunkFile {
+    file: Arc<File>,
+    file_len: u64,
+    /// Byte range of the column chunk.
+    start: u64,
+    end: u64,
+}
+
+impl ColumnChunkFile {
+    fn check(&self, start: u64, len: u64) -> parquet::errors::Result<()> {
+        if start < self.start || start.checked_add(len).is_none_or(|e| e > self.end) {
+            return Err(ParquetError::EOF(format!(
+                "read of {len} bytes at offset {start} is outside the column chunk"
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Length for ColumnChunkFile {
+    fn len(&self) -> u64 {
+        self.file_len
+    }
+}
+
+/// Sequential reads from a file position up to the end of a column chunk.
+struct PreadReader {
+    file: Arc<File>,
+    pos: u64,
+    end: u64,
+}
+
+impl std::io::Read for PreadReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = usize::try_from(self.end - self.pos).unwrap_or(usize::MAX);
+        let n = buf.len().min(left);
+        if n == 0 {
+            return Ok(0);
+        }
+        read_exact_at(&self.file, &mut buf[..n], self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl ChunkReader for ColumnChunkFile {
+    // Page headers are read through this; 8 KiB holds a header and the start of its page.
+    type T = std::io::BufReader<PreadReader>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        self.check(start, 0)?;
+        let inner = PreadReader { file: Arc::clone(&self.file), pos: start, end: self.end };
+        Ok(std::io::BufReader::with_capacity(8 << 10, inner))
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        self.check(start, length as u64)?;
+        let mut buf = vec![0; length];
+        read_exact_at(&self.file, &mut buf, start)?;
+        Ok(Bytes::from(buf))
     }
 }
 

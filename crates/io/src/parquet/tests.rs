@@ -250,6 +250,62 @@ fn chunks_align_across_row_groups_larger_than_a_chunk() {
     }
 }
 
+/// Streaming reads (a row selection per row group, pages found by the offset index or
+/// skipped by their headers without one) give exactly the chunks of a whole-column read,
+/// for any subset of chunks and columns, NULLs, dictionary and plain strings.
+#[test]
+fn morsel_reads_equal_whole_column_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 330_000;
+    let b = batch(vec![
+        ("id", Arc::new(Int64Array::from_iter_values(0..n as i64)) as ArrayRef),
+        ("opt", Arc::new(Int32Array::from_iter((0..n).map(|i| (i % 7 != 0).then_some(i as i32))))),
+        ("dict", Arc::new(StringArray::from_iter_values((0..n).map(|i| format!("k{}", i % 50))))),
+        ("uniq", Arc::new(StringArray::from_iter((0..n).map(|i| (i % 11 != 0).then(|| format!("value-{i}")))))),
+    ]);
+    for offset_index in [true, false] {
+        let path = dir.path().join(format!("m-{offset_index}.parquet"));
+        let props = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(140_000))
+            .set_data_page_row_count_limit(5_000)
+            .set_write_batch_size(1_000)
+            .set_offset_index_disabled(!offset_index)
+            .set_compression(Compression::ZSTD(Default::default()))
+            .build();
+        let mut w = ArrowWriter::try_new(File::create(&path).unwrap(), b.schema(), Some(props)).unwrap();
+        w.write(&b).unwrap();
+        w.close().unwrap();
+        let source = ParquetSource::open(&path, None).unwrap().streaming(true);
+        assert!(source.reads_morsels());
+        assert_eq!(source.chunk_lens(), &[65_536, 65_536, 8_928, 65_536, 65_536, 8_928, 50_000]);
+        let all: Vec<usize> = (0..4).collect();
+        let whole = source.load_columns(&all).unwrap();
+        let subsets: [&[usize]; 6] = [&[0], &[2], &[6], &[1, 3, 4], &[0, 1, 2, 3, 4, 5, 6], &[2, 5]];
+        for morsels in subsets {
+            for cols in [vec![0], vec![3, 1], all.clone()] {
+                let got = source.load_morsels(&cols, morsels).unwrap();
+                assert_eq!(got.len(), cols.len());
+                for (i, &c) in cols.iter().enumerate() {
+                    assert_eq!(got[i].len(), morsels.len());
+                    for (j, &m) in morsels.iter().enumerate() {
+                        assert_eq!(&got[i][j], &whole[c][m], "offset index {offset_index}, column {c}, morsel {m}");
+                    }
+                }
+            }
+        }
+        let e = source.load_morsels(&[0], &[7]).unwrap_err();
+        assert!(matches!(e, Error::Internal(_)), "{e}");
+        let e = source.load_morsels(&[0], &[3, 1]).unwrap_err();
+        assert!(matches!(e, Error::Internal(_)), "{e}");
+        // A streaming table keeps nothing: every morsel read goes to the file.
+        let t = open_parquet_streaming("t", &path, None).unwrap();
+        assert!(t.streams());
+        let got = t.morsel_columns(&[1], &[4]).unwrap();
+        assert_eq!(&got[0][0], &whole[1][4]);
+        assert!(t.resident_columns(&[1]).iter().all(Option::is_none));
+    }
+}
+
 #[test]
 fn columns_are_loaded_lazily() {
     let dir = tempfile::tempdir().unwrap();
@@ -656,13 +712,17 @@ fn flipped_bytes_never_panic() {
             bad[pos] ^= 0x5a;
             std::fs::write(&path, &bad).unwrap();
             let t = open_parquet("t", &path, None).expect("footer untouched");
-            match t.load_all() {
-                Ok(()) => {}
-                Err(Error::Corrupt { detail, .. }) => {
-                    assert!(detail.contains("row group"), "{detail}");
-                    corrupt_seen += 1;
+            let streamed = ParquetSource::open(&path, None).expect("footer untouched").streaming(true);
+            let morsels: Vec<usize> = (0..streamed.chunk_lens().len()).collect();
+            for result in [t.load_all(), streamed.load_morsels(&[0, 1, 2], &morsels).map(drop)] {
+                match result {
+                    Ok(()) => {}
+                    Err(Error::Corrupt { detail, .. }) => {
+                        assert!(detail.contains("row group"), "{detail}");
+                        corrupt_seen += 1;
+                    }
+                    Err(e) => panic!("{compression:?} flip at {pos}: {e}"),
                 }
-                Err(e) => panic!("{compression:?} flip at {pos}: {e}"),
             }
         }
     }
