@@ -744,6 +744,8 @@ def _unsup_minmax_str(q, parts, duck, u):
     return _with(parts, select=f"{fn}({s})", group="", order="", limit="")
 
 
+ASCII_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
 UNSUPPORTED = [
     "distinct", "having", "count_distinct", "in", "between", "is_null", "case", "arith",
     "constant", "like_underscore", "ilike", "like_escape", "minmax_str", "function",
@@ -770,7 +772,10 @@ EXTRAS = {
     "ilike": (["NotImplemented"], lambda q, p, d, u: _with(p, where=_where_and(p, f"{_first_col(q, ['str'], u)} ILIKE 'a%'"))),
     "like_escape": (["NotImplemented"], lambda q, p, d, u: _with(p, where=_where_and(p, f"{_first_col(q, ['str'], u)} LIKE 'a!%%' ESCAPE '!'"))),
     "minmax_str": (["NotImplemented"], _unsup_minmax_str),
-    "function": (["NotImplemented"], _unsup_select_item(lambda c, s: f"lower({s})")),
+    # Tessera's lower() is ClickHouse's: ASCII letters only (lowerUTF8 is the Unicode one);
+    # DuckDB's lower() maps every letter, so DuckDB gets the ASCII-only mapping.
+    "function": (["NotImplemented"], lambda q, p, d, u: _unsup_select_item(
+        lambda c, s: f"translate({s}, '{ASCII_UPPER}', '{ASCII_UPPER.lower()}')" if d else f"lower({s})")(q, p, d, u)),
     "subquery": (["NotImplemented"], _unsup_from(lambda t: f"(SELECT * FROM {t}) AS sub")),
     "cte": (["NotImplemented"], lambda q, p, d, u: f"WITH w AS (SELECT * FROM {q['table']}) " + _with(p, **{"from": "w"})),
     "union": (["NotImplemented"], lambda q, p, d, u: f"{_with(p, order='', limit='', settings='')} UNION ALL {_with(p, order='', limit='', settings='')}"),
@@ -782,7 +787,9 @@ EXTRAS = {
     "two_literals": (["NotImplemented"], _unsup_col_pred(lambda c: "1 = 1")),
     "int_vs_fraction": (["NotImplemented"], _unsup_int_frac),
     "rollup": (["NotImplemented"], lambda q, p, d, u: _with(p, select=f"{_first_col(q, ['int'], u)}, COUNT(*)", group=f"ROLLUP ({_first_col(q, ['int'], u)})", order="", limit="")),
-    "bare_column_where": (["NotImplemented"], _unsup_col_pred(lambda c: c)),
+    # An integer as a condition: ClickHouse and DuckDB take it (non-zero is true), Tessera
+    # asks for a boolean condition (TypeMismatch).
+    "bare_column_where": (["NotImplemented", "TypeMismatch"], _unsup_col_pred(lambda c: c)),
     # Semantically invalid.
     "unknown_column": (["UnknownColumn"], lambda q, p, d, u: _with(p, where=_where_and(p, "no_such_column = 1"))),
     "unknown_table": (["UnknownTable"], lambda q, p, d, u: _with(p, **{"from": "no_such_table"})),
