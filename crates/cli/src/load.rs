@@ -92,20 +92,19 @@ fn open_input(args: &LoadArgs, is_hits: bool) -> Result<Input> {
         if !is_hits {
             return Err(Error::InvalidArgument("TSV files carry no schema: only 'hits' loads from TSV".into()));
         }
-        // The TSV reader parses the whole file (it decides Utf8 vs Binary per column over
-        // all rows); the parts are still written block by block.
-        let size = std::fs::metadata(&args.file).map_err(|e| Error::Io { path: args.file.clone(), source: e })?.len();
-        let bar = progress_bar(size, "bytes parsed");
-        let t = tessera_io::read_tsv("hits", &args.file, tessera_datasets::hits::schema(), Some(&|n| bar.set_position(n)))?;
-        bar.finish_and_clear();
-        let t = Arc::new(t);
-        let lens = t.chunk_lens().to_vec();
+        // The reader maps the file and decides the column types (Utf8, or Binary where a
+        // value is not UTF-8) in one pass over the bytes; blocks of pieces (about
+        // CHUNK_ROWS rows each) are then parsed one at a time.
+        let tsv = Arc::new(tessera_io::TsvBlocks::open(&args.file, tessera_datasets::hits::schema())?);
+        let per_block = (args.max_insert_block_rows / tessera_io::CHUNK_ROWS).max(1);
+        let n = tsv.pieces();
         return Ok(Input {
-            schema: t.schema().clone(),
-            rows: lens.iter().sum(),
-            blocks: cut_blocks(&lens, args.max_insert_block_rows),
+            schema: tsv.schema().clone(),
+            rows: tsv.rows(),
+            blocks: (0..n).step_by(per_block).map(|k| (k, (k + per_block).min(n))).collect(),
             load: Box::new(move |cols, (k0, k1)| {
-                Ok(t.columns(cols)?.iter().map(|c| c[k0..k1].to_vec()).collect())
+                let all = tsv.read(k0..k1, None)?;
+                Ok(cols.iter().map(|&c| all[c].clone()).collect())
             }),
         });
     }

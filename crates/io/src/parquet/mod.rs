@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, make_array};
-use arrow::datatypes::{Field, Schema, SchemaRef};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use bytes::{Buf, Bytes};
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{
@@ -558,6 +558,52 @@ impl ColumnSource for ParquetSource {
 
     fn reads_morsels(&self) -> bool {
         self.streaming
+    }
+
+    /// The row groups' min/max statistics of column `column`, one entry per row group (NULL
+    /// for a row group whose values are all NULL), converted to the table type. `None` when
+    /// any row group lacks exact statistics (missing, or truncated as writers do for long
+    /// strings), when the statistics' sort order (the file's column order; signed for files
+    /// without one) is not the type's, and for floats.
+    fn min_max(&self, column: usize) -> Option<(ArrayRef, ArrayRef)> {
+        use arrow::array::{Array, BooleanArray};
+        use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
+        let field = self.schema.fields().get(column)?;
+        if matches!(field.data_type(), DataType::Float16 | DataType::Float32 | DataType::Float64) {
+            return None;
+        }
+        let meta = self.metadata.metadata();
+        let file_field = self.metadata.schema().fields().get(*self.roots.get(column)?)?;
+        let descr = meta.file_metadata().schema_descr();
+        let leaf = self.leaves[column];
+        // Statistics follow the writer's column order; a file without one (old writers)
+        // compared as signed, which is wrong for unsigned integers and strings.
+        let written = meta.file_metadata().column_order(leaf).sort_order();
+        if written != descr.column(leaf).sort_order() || written == parquet::basic::SortOrder::UNDEFINED {
+            return None;
+        }
+        let conv = StatisticsConverter::from_column_index(leaf, file_field, descr).ok()?;
+        let rgs = meta.row_groups();
+        let mins = conv.row_group_mins(rgs.iter()).ok()?;
+        let maxes = conv.row_group_maxes(rgs.iter()).ok()?;
+        let exact = |a: &BooleanArray, g: usize| a.is_valid(g) && a.value(g);
+        let min_exact = conv.row_group_is_min_value_exact(rgs.iter()).ok()?;
+        let max_exact = conv.row_group_is_max_value_exact(rgs.iter()).ok()?;
+        let nulls = conv.row_group_null_counts(rgs.iter()).ok()?;
+        if mins.len() != rgs.len() || maxes.len() != rgs.len() {
+            return None;
+        }
+        for (g, rg) in rgs.iter().enumerate() {
+            let rows = u64::try_from(rg.num_rows()).ok()?;
+            let all_null = nulls.is_valid(g) && nulls.value(g) == rows;
+            let known = mins.is_valid(g) && maxes.is_valid(g) && exact(&min_exact, g) && exact(&max_exact, g);
+            if !(known || all_null) {
+                return None;
+            }
+        }
+        let lo = convert::convert(&mins, field.data_type()).ok()?;
+        let hi = convert::convert(&maxes, field.data_type()).ok()?;
+        Some((lo, hi))
     }
 
     /// Reads the listed chunks only: one rayon task per (row group, column) decodes the

@@ -306,6 +306,76 @@ fn morsel_reads_equal_whole_column_reads() {
     }
 }
 
+/// MIN/MAX from the row groups' statistics: one entry per row group, NULL for an all-NULL
+/// row group, converted to the table type (Int64 seconds -> timestamp); refused (`None`)
+/// for floats, truncated string statistics and a file written without statistics.
+#[test]
+fn min_max_from_row_group_statistics() {
+    use parquet::file::properties::EnabledStatistics;
+    let dir = tempfile::tempdir().unwrap();
+    let n = 30_000;
+    let b = batch(vec![
+        ("i", Arc::new(Int64Array::from_iter_values((0..n).map(|i| (i * 7919) % 10_007 - 5_000))) as ArrayRef),
+        ("n", Arc::new(Int32Array::from_iter((0..n).map(|i| (i >= 10_000).then_some(-(i as i32)))))),
+        ("s", Arc::new(StringArray::from_iter_values((0..n).map(|i| format!("k{:05}", (i * 31) % 20_011))))),
+        ("long", Arc::new(StringArray::from_iter_values((0..n).map(|i| format!("{}{i}", "x".repeat(100)))))),
+        ("f", Arc::new(Float64Array::from_iter_values((0..n).map(|i| i as f64))))),
+        ("ts", Arc::new(Int64Array::from_iter_values((0..n).map(|i| 1_370_000_000 + i * 3))))),
+    ]);
+    let write_props = |props: WriterProperties, name: &str| {
+        let path = dir.path().join(name);
+        let mut w = ArrowWriter::try_new(File::create(&path).unwrap(), b.schema(), Some(props)).unwrap();
+        w.write(&b).unwrap();
+        w.close().unwrap();
+        path
+    };
+    let path = write_props(
+        WriterProperties::builder()
+            .set_max_row_group_row_count(Some(10_000))
+            .set_statistics_truncate_length(Some(16))
+            .build(),
+        "stats.parquet",
+    );
+    let target = Schema::new(vec![Field::new("ts", TS, true)]);
+    let source = ParquetSource::open(&path, None).unwrap();
+    let typed = ParquetSource::open(&path, Some(&target)).unwrap();
+    let whole = source.load_columns(&[0, 1, 2]).unwrap();
+    // Row group g holds chunks g (10,000 rows each < CHUNK_ROWS).
+    for (c, col) in whole.iter().enumerate() {
+        let (lo, hi) = source.min_max(c).unwrap();
+        assert_eq!((lo.len(), hi.len()), (3, 3));
+        for (g, chunk) in col.iter().enumerate() {
+            if c == 2 {
+                let s = chunk.as_string::<i32>();
+                assert_eq!(lo.as_string::<i32>().value(g), arrow::compute::min_string(s).unwrap());
+                assert_eq!(hi.as_string::<i32>().value(g), arrow::compute::max_string(s).unwrap());
+                continue;
+            }
+            let lo64 = arrow::compute::cast(&lo, &DataType::Int64).unwrap();
+            let hi64 = arrow::compute::cast(&hi, &DataType::Int64).unwrap();
+            let c64 = arrow::compute::cast(chunk, &DataType::Int64).unwrap();
+            let want_lo = arrow::compute::min(c64.as_primitive::<Int64Type>());
+            let want_hi = arrow::compute::max(c64.as_primitive::<Int64Type>());
+            assert_eq!(lo64.as_primitive::<Int64Type>().is_valid(g).then(|| lo64.as_primitive::<Int64Type>().value(g)), want_lo, "column {c} row group {g}");
+            assert_eq!(hi64.as_primitive::<Int64Type>().is_valid(g).then(|| hi64.as_primitive::<Int64Type>().value(g)), want_hi, "column {c} row group {g}");
+        }
+    }
+    // Column "n" is all NULL in row group 0.
+    assert!(source.min_max(1).unwrap().0.is_null(0));
+    assert!(source.min_max(3).is_none(), "truncated statistics");
+    assert!(source.min_max(4).is_none(), "floats");
+    let (lo, hi) = typed.min_max(5).unwrap();
+    assert_eq!(lo.data_type(), &TS);
+    assert_eq!(lo.as_primitive::<TimestampSecondType>().value(0), 1_370_000_000);
+    assert_eq!(hi.as_primitive::<TimestampSecondType>().value(2), 1_370_000_000 + (n - 1) * 3);
+    let bare = write_props(
+        WriterProperties::builder().set_statistics_enabled(EnabledStatistics::None).build(),
+        "nostats.parquet",
+    );
+    let source = ParquetSource::open(&bare, None).unwrap();
+    assert!((0..6).all(|c| source.min_max(c).is_none()), "no statistics");
+}
+
 #[test]
 fn columns_are_loaded_lazily() {
     let dir = tempfile::tempdir().unwrap();

@@ -73,108 +73,264 @@ pub fn read_tsv(
     schema: SchemaRef,
     progress: Option<&(dyn Fn(u64) + Sync)>,
 ) -> Result<Table> {
-    let fields = schema.fields();
-    if fields.is_empty() {
-        return Err(Error::InvalidArgument(format!(
-            "TSV table {name}: schema without columns"
-        )));
-    }
-    if let Some(f) = fields.iter().find(|f| !field::is_parseable(f.data_type())) {
-        return Err(Error::not_implemented(format!(
-            "TSV column {} of type {}",
-            f.name(),
-            f.data_type()
-        )));
-    }
-    let io = |source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let file = File::open(path).map_err(io)?;
-    if file.metadata().map_err(io)?.len() == 0 {
-        return Table::from_columns(name, schema.clone(), vec![Vec::new(); fields.len()]);
-    }
-    // SAFETY: `Mmap::map` requires that the file not be modified or truncated while mapped
-    // (a truncation makes access to the lost pages fault with SIGBUS; a modification changes
-    // bytes behind a `&[u8]`). Like ripgrep and other mmap-based readers we cannot enforce
-    // this against other processes; it is the documented contract of `read_tsv`, and the map
-    // lives only for the duration of this call.
-    let map = unsafe { Mmap::map(&file) }.map_err(io)?;
-    #[cfg(unix)]
-    {
-        // Pieces are parsed roughly front to back: ask for aggressive read-ahead. Only a hint.
-        let _ = map.advise(memmap2::Advice::Sequential);
-    }
-    let data: &[u8] = &map;
+    let blocks = TsvBlocks::open(path, schema)?;
+    let columns = blocks.read(0..blocks.pieces(), progress)?;
+    Table::from_columns(name, blocks.schema().clone(), columns)
+}
 
-    let pieces = split_pieces(data);
-    let first_error = AtomicUsize::new(usize::MAX);
-    let done = Mutex::new(0u64);
-    let parsed: Vec<Option<Result<Vec<Vec<ArrayRef>>, RowError>>> = pieces
-        .par_iter()
-        .enumerate()
-        .map(|(i, range)| {
-            // A piece after one that failed is not needed: the earliest error is reported.
-            if i > first_error.load(Ordering::Relaxed) {
-                return None;
-            }
-            let result = parse_piece(data, range.clone(), &schema);
-            match &result {
-                Err(_) => {
-                    first_error.fetch_min(i, Ordering::Relaxed);
-                }
-                Ok(_) => {
-                    if let Some(progress) = progress {
-                        let mut done = done.lock().unwrap_or_else(|e| e.into_inner());
-                        *done += range.len() as u64;
-                        progress(*done);
-                    }
-                }
-            }
-            Some(result)
-        })
-        .collect();
+/// A `TabSeparated` file read a block of rows at a time, so that `tessera load` writes parts
+/// with memory bounded by one block instead of the file (the format and errors are those of
+/// [`read_tsv`], which reads every block at once).
+///
+/// [`TsvBlocks::open`] maps the file, cuts it into pieces of about [`CHUNK_ROWS`] rows (each
+/// ends at a raw `'\n'`), counts the rows and decides each column's type before any block
+/// is parsed: a Utf8 column is Binary when any of its values, unescaped, is not valid UTF-8,
+/// so that every block has the same schema. That check is one pass over the bytes: a piece
+/// that is valid UTF-8 and holds no `\x` escape (the only escape that can produce a non-UTF-8
+/// byte; removing the other escapes' backslashes keeps valid UTF-8 valid) needs nothing
+/// more; the other pieces are parsed once to find the columns concerned.
+///
+/// The file must not be truncated or modified while this value lives (it is
+/// memory-mapped; see the SAFETY note in [`TsvBlocks::open`]).
+pub struct TsvBlocks {
+    path: std::path::PathBuf,
+    /// `None` for an empty file (nothing to map).
+    map: Option<Mmap>,
+    /// The schema asked for, which the parser follows (Utf8 stays Utf8 there).
+    parse_schema: SchemaRef,
+    /// The table schema: `parse_schema` with the Utf8 columns that hold non-UTF-8 values
+    /// as Binary.
+    schema: SchemaRef,
+    pieces: Vec<Range<usize>>,
+    rows: usize,
+}
 
-    let mut columns: Vec<Vec<ArrayRef>> = vec![Vec::new(); fields.len()];
-    for piece in parsed {
-        match piece {
-            Some(Ok(chunks)) => {
-                for chunk in chunks {
-                    for (column, array) in columns.iter_mut().zip(chunk) {
-                        column.push(array);
-                    }
-                }
-            }
-            Some(Err(e)) => return Err(e.into_error(path, data, &schema)),
-            None => {
-                return Err(Error::internal(
-                    "TSV piece skipped without an earlier error",
-                ));
-            }
+impl std::fmt::Debug for TsvBlocks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TsvBlocks")
+            .field("path", &self.path)
+            .field("pieces", &self.pieces.len())
+            .field("rows", &self.rows)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TsvBlocks {
+    /// Maps `path`, splits it into pieces and decides the column types (see the type docs).
+    ///
+    /// # Errors
+    /// As [`read_tsv`]: [`Error::Io`], [`Error::NotImplemented`], [`Error::InvalidArgument`],
+    /// and [`Error::Corrupt`] for the first bad row of a piece that had to be parsed to
+    /// decide a column's type.
+    pub fn open(path: &Path, schema: SchemaRef) -> Result<Self> {
+        let fields = schema.fields();
+        if fields.is_empty() {
+            return Err(Error::InvalidArgument(format!(
+                "TSV file {}: schema without columns",
+                path.display()
+            )));
         }
-    }
-    drop(map);
-
-    // A Utf8 column with any non-UTF-8 chunk becomes Binary as a whole.
-    let mut out_fields = Vec::with_capacity(fields.len());
-    for (f, column) in fields.iter().zip(columns.iter_mut()) {
-        let binary = f.data_type() == &DataType::Utf8
-            && column.iter().any(|a| a.data_type() == &DataType::Binary);
-        if binary {
-            for array in column.iter_mut() {
-                if let Some(s) = array.as_string_opt::<i32>() {
-                    *array = Arc::new(BinaryArray::from(s.clone()));
-                }
-            }
+        if let Some(f) = fields.iter().find(|f| !field::is_parseable(f.data_type())) {
+            return Err(Error::not_implemented(format!(
+                "TSV column {} of type {}",
+                f.name(),
+                f.data_type()
+            )));
         }
-        let dt = if binary {
-            DataType::Binary
-        } else {
-            f.data_type().clone()
+        let io = |source| Error::Io {
+            path: path.to_path_buf(),
+            source,
         };
-        out_fields.push(Field::new(f.name(), dt, f.is_nullable()));
+        let file = File::open(path).map_err(io)?;
+        let empty = TsvBlocks {
+            path: path.to_path_buf(),
+            map: None,
+            parse_schema: schema.clone(),
+            schema: schema.clone(),
+            pieces: Vec::new(),
+            rows: 0,
+        };
+        if file.metadata().map_err(io)?.len() == 0 {
+            return Ok(empty);
+        }
+        // SAFETY: `Mmap::map` requires that the file not be modified or truncated while mapped
+        // (a truncation makes access to the lost pages fault with SIGBUS; a modification
+        // changes bytes behind a `&[u8]`). Like ripgrep and other mmap-based readers we cannot
+        // enforce this against other processes; it is the documented contract of `TsvBlocks`
+        // (and `read_tsv`), and the map lives only as long as this value.
+        let map = unsafe { Mmap::map(&file) }.map_err(io)?;
+        #[cfg(unix)]
+        {
+            // Pieces are parsed roughly front to back: ask for aggressive read-ahead. Only a hint.
+            let _ = map.advise(memmap2::Advice::Sequential);
+        }
+        let data: &[u8] = &map;
+        let pieces = split_pieces(data);
+        // Rows (a raw newline always ends a row; the last row may lack it) and the pieces
+        // whose strings may not all be UTF-8.
+        let scan: Vec<(usize, bool)> = pieces
+            .par_iter()
+            .map(|r| {
+                let bytes = &data[r.clone()];
+                let rows = memchr::memchr_iter(b'\n', bytes).count();
+                let clean = std::str::from_utf8(bytes).is_ok()
+                    && memchr::memmem::find(bytes, b"\\x").is_none();
+                (rows, clean)
+            })
+            .collect();
+        let mut rows: usize = scan.iter().map(|s| s.0).sum();
+        if data.last() != Some(&b'\n') {
+            rows += 1;
+        }
+        let utf8: Vec<usize> = (0..fields.len())
+            .filter(|&c| fields[c].data_type() == &DataType::Utf8)
+            .collect();
+        let mut binary = vec![false; fields.len()];
+        if !utf8.is_empty() {
+            let suspects: Vec<usize> = (0..pieces.len()).filter(|&i| !scan[i].1).collect();
+            let found: Vec<Vec<usize>> = suspects
+                .par_iter()
+                .map(|&i| {
+                    let chunks = parse_piece(data, pieces[i].clone(), &schema)
+                        .map_err(|e| e.into_error(path, data, &schema))?;
+                    Ok(utf8
+                        .iter()
+                        .copied()
+                        .filter(|&c| chunks.iter().any(|k| k[c].data_type() == &DataType::Binary))
+                        .collect())
+                })
+                .collect::<Result<_>>()?;
+            for c in found.into_iter().flatten() {
+                binary[c] = true;
+            }
+        }
+        let out_fields: Vec<Field> = fields
+            .iter()
+            .zip(&binary)
+            .map(|(f, &b)| {
+                let dt = if b { DataType::Binary } else { f.data_type().clone() };
+                Field::new(f.name(), dt, f.is_nullable())
+            })
+            .collect();
+        Ok(TsvBlocks {
+            map: Some(map),
+            schema: Arc::new(Schema::new(out_fields)),
+            pieces,
+            rows,
+            ..empty
+        })
     }
-    Table::from_columns(name, Arc::new(Schema::new(out_fields)), columns)
+
+    /// The table schema: the asked-for schema, with Utf8 columns holding non-UTF-8 values
+    /// as Binary (no byte is lost; Tessera treats Binary as a string type).
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    /// Rows in the file.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Pieces of about [`CHUNK_ROWS`] rows the file was cut into (the unit of [`TsvBlocks::read`]).
+    pub fn pieces(&self) -> usize {
+        self.pieces.len()
+    }
+
+    /// Parses pieces `range` in parallel on the rayon pool: `result[c]` is column `c` as
+    /// chunks of at most [`CHUNK_ROWS`] rows, in file order, of [`TsvBlocks::schema`]'s types.
+    /// `progress`, if given, gets the bytes of the range parsed so far, increasing.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] for the first bad row in file order (as [`read_tsv`]);
+    /// [`Error::Internal`] for a range out of bounds.
+    pub fn read(
+        &self,
+        range: Range<usize>,
+        progress: Option<&(dyn Fn(u64) + Sync)>,
+    ) -> Result<Vec<Vec<ArrayRef>>> {
+        let fields = self.schema.fields();
+        let mut columns: Vec<Vec<ArrayRef>> = vec![Vec::new(); fields.len()];
+        let Some(map) = &self.map else {
+            return if range.is_empty() {
+                Ok(columns)
+            } else {
+                Err(Error::internal("TSV pieces out of range (empty file)"))
+            };
+        };
+        let pieces = self
+            .pieces
+            .get(range)
+            .ok_or_else(|| Error::internal("TSV pieces out of range"))?;
+        let data: &[u8] = map;
+        let schema = &self.parse_schema;
+        let first_error = AtomicUsize::new(usize::MAX);
+        let done = Mutex::new(0u64);
+        let parsed: Vec<Option<Result<Vec<Vec<ArrayRef>>, RowError>>> = pieces
+            .par_iter()
+            .enumerate()
+            .map(|(i, range)| {
+                // A piece after one that failed is not needed: the earliest error is reported.
+                if i > first_error.load(Ordering::Relaxed) {
+                    return None;
+                }
+                let result = parse_piece(data, range.clone(), schema);
+                match &result {
+                    Err(_) => {
+                        first_error.fetch_min(i, Ordering::Relaxed);
+                    }
+                    Ok(_) => {
+                        if let Some(progress) = progress {
+                            let mut done = done.lock().unwrap_or_else(|e| e.into_inner());
+                            *done += range.len() as u64;
+                            progress(*done);
+                        }
+                    }
+                }
+                Some(result)
+            })
+            .collect();
+        for piece in parsed {
+            match piece {
+                Some(Ok(chunks)) => {
+                    for chunk in chunks {
+                        for (column, array) in columns.iter_mut().zip(chunk) {
+                            column.push(array);
+                        }
+                    }
+                }
+                Some(Err(e)) => return Err(e.into_error(&self.path, data, schema)),
+                None => {
+                    return Err(Error::internal(
+                        "TSV piece skipped without an earlier error",
+                    ));
+                }
+            }
+        }
+        // A column decided Binary has Utf8 chunks where its values are valid UTF-8.
+        for (f, column) in fields.iter().zip(columns.iter_mut()) {
+            for array in column.iter_mut() {
+                if array.data_type() == f.data_type() {
+                    continue;
+                }
+                match array.as_string_opt::<i32>() {
+                    Some(s) if f.data_type() == &DataType::Binary => {
+                        *array = Arc::new(BinaryArray::from(s.clone()));
+                    }
+                    _ => {
+                        return Err(Error::internal(format!(
+                            "TSV column {}: a chunk of type {} in a column of type {} \
+                             (was the file modified while read?)",
+                            f.name(),
+                            array.data_type(),
+                            f.data_type()
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(columns)
+    }
 }
 
 /// Cuts `data` into byte ranges ending just after a `'\n'` (the last one at the end of the

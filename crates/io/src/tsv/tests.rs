@@ -377,3 +377,73 @@ fn pieces_end_at_newlines() {
         assert!(p.len() / 11 <= CHUNK_ROWS + 1);
     }
 }
+
+/// Block-by-block reads ([`TsvBlocks`]) give the rows of a whole read, in order, and the
+/// column types are decided before the first block: only the Utf8 column holding a
+/// non-UTF-8 value (a `\xff` escape in a late piece, or a raw invalid byte) is Binary, in
+/// every block.
+#[test]
+fn blocks_read_like_the_whole_file_and_decide_types_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = schema(&[
+        ("k", DataType::Int64, false),
+        ("a", DataType::Utf8, false),
+        ("b", DataType::Utf8, true),
+        ("c", DataType::Utf8, false),
+    ]);
+    let n = 200_000;
+    let mut text = Vec::new();
+    for i in 0..n {
+        write!(text, "{i}\ta{}\t", i % 97).unwrap();
+        match i {
+            150_000 => text.extend_from_slice(b"x\\xffy"),
+            7 => text.extend_from_slice(b"\\N"),
+            _ => write!(text, "b\\t{i}").unwrap(),
+        }
+        text.push(b'\t');
+        if i == 199_998 {
+            text.extend_from_slice(b"raw\xfe");
+        } else {
+            text.extend_from_slice("é\\\\".as_bytes());
+        }
+        if i + 1 < n {
+            text.push(b'\n');
+        }
+    }
+    let path = file(&dir, "blocks.tsv", &text);
+    let blocks = TsvBlocks::open(&path, s.clone()).unwrap();
+    assert_eq!(blocks.rows(), n);
+    assert!(blocks.pieces() >= 3, "{} pieces", blocks.pieces());
+    let types: Vec<DataType> = blocks.schema().fields().iter().map(|f| f.data_type().clone()).collect();
+    assert_eq!(types, [DataType::Int64, DataType::Utf8, DataType::Binary, DataType::Binary]);
+    let whole = read_tsv("t", &path, s.clone(), None).unwrap();
+    assert_eq!(whole.schema(), blocks.schema());
+    let mut got: Vec<Vec<ArrayRef>> = vec![Vec::new(); 4];
+    for k in 0..blocks.pieces() {
+        let part = blocks.read(k..k + 1, None).unwrap();
+        for (c, chunks) in part.into_iter().enumerate() {
+            assert!(chunks.iter().all(|a| a.data_type() == &types[c]), "piece {k} column {c}");
+            got[c].extend(chunks);
+        }
+    }
+    for c in 0..4 {
+        let refs: Vec<&dyn Array> = got[c].iter().map(|a| a.as_ref()).collect();
+        assert_eq!(&arrow::compute::concat(&refs).unwrap(), &column(&whole, c), "column {c}");
+    }
+    let b = column(&whole, 2);
+    assert_eq!(b.as_binary::<i32>().value(150_000), b"x\xffy");
+    assert!(b.is_null(7));
+    assert_eq!(column(&whole, 3).as_binary::<i32>().value(199_998), b"raw\xfe");
+    assert_eq!(column(&whole, 3).as_binary::<i32>().value(0), "é\\".as_bytes());
+    assert!(blocks.read(0..blocks.pieces() + 1, None).is_err());
+    // Clean UTF-8 everywhere: the asked-for types stay.
+    let clean = file(&dir, "clean.tsv", b"1\tx\ty\tz\n2\t\\N\\t\t\\\\\tw\n");
+    let blocks = TsvBlocks::open(&clean, schema(&[("k", DataType::Int64, false), ("a", DataType::Utf8, true), ("b", DataType::Utf8, false), ("c", DataType::Utf8, false)])).unwrap();
+    assert_eq!(blocks.rows(), 2);
+    assert!(blocks.schema().fields().iter().skip(1).all(|f| f.data_type() == &DataType::Utf8));
+    // An empty file: no rows, no pieces.
+    let empty = file(&dir, "empty.tsv", b"");
+    let blocks = TsvBlocks::open(&empty, s).unwrap();
+    assert_eq!((blocks.rows(), blocks.pieces()), (0, 0));
+    assert!(blocks.read(0..0, None).unwrap().iter().all(Vec::is_empty));
+}
