@@ -319,8 +319,8 @@ fn min_max_from_row_group_statistics() {
         ("n", Arc::new(Int32Array::from_iter((0..n).map(|i| (i >= 10_000).then_some(-(i as i32)))))),
         ("s", Arc::new(StringArray::from_iter_values((0..n).map(|i| format!("k{:05}", (i * 31) % 20_011))))),
         ("long", Arc::new(StringArray::from_iter_values((0..n).map(|i| format!("{}{i}", "x".repeat(100)))))),
-        ("f", Arc::new(Float64Array::from_iter_values((0..n).map(|i| i as f64))))),
-        ("ts", Arc::new(Int64Array::from_iter_values((0..n).map(|i| 1_370_000_000 + i * 3))))),
+        ("f", Arc::new(Float64Array::from_iter_values((0..n).map(|i| i as f64)))),
+        ("ts", Arc::new(Int64Array::from_iter_values((0..n).map(|i| 1_370_000_000 + i * 3)))),
     ]);
     let write_props = |props: WriterProperties, name: &str| {
         let path = dir.path().join(name);
