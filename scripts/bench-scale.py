@@ -595,7 +595,7 @@ def report(res: dict) -> tuple[str, dict]:
         lrows = [["input Parquet (`tessera gen`, ZSTD)", fs(s.get("gen", {}).get("wall_seconds")),
                   fmib(s.get("gen", {}).get("peak_rss_bytes")), "", fmib(s.get("parquet_bytes"))]]
         if t.get("load"):
-            lrows.append(["Tessera (`tessera load`, LZ4, one part)", fs(t["load_seconds"]),
+            lrows.append(["Tessera (`tessera load`, LZ4, parts of 2^21 rows, no OPTIMIZE)", fs(t["load_seconds"]),
                           fmib(t["load_peak_rss_bytes"]),
                           fmib(t.get("disk", {}).get("process", {}).get("peak_rss_bytes")), fmib(t.get("size_bytes"))])
         if mem.get("queries"):
