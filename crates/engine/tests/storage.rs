@@ -9,6 +9,12 @@ fn count(db: &Database, sql: &str) -> i64 {
     b[0].column(0).as_primitive::<Int64Type>().value(0)
 }
 
+/// `rows` generated hits rows (seed `seed`) as batches of `per` rows.
+fn generated_hits(rows: u64, seed: u64, per: usize) -> Vec<arrow::array::RecordBatch> {
+    let opts = tessera_datasets::GenOptions::new(rows).with_seed(seed);
+    (0..rows).step_by(per).map(|s| tessera_datasets::generate_batch(&opts, s, per)).collect()
+}
+
 #[test]
 fn create_insert_query_reopen() {
     let dir = tempfile::tempdir().unwrap();
@@ -58,11 +64,7 @@ const SKIP_CASES: [(&str, &str); 8] = [
 #[test]
 fn granule_skipping_on_generated_hits_reads_few_granules_and_same_answers() {
     let rows = 200_000u64;
-    let opts = tessera_datasets::GenOptions::new(rows).with_seed(42);
-    let batches: Vec<_> = (0..rows)
-        .step_by(50_000)
-        .map(|s| tessera_datasets::generate_batch(&opts, s, 50_000))
-        .collect();
+    let batches = generated_hits(rows, 42, 50_000);
     let schema = tessera_datasets::hits::schema();
     let dir = tempfile::tempdir().unwrap();
     let disk = Database::open(dir.path()).unwrap();
@@ -112,8 +114,7 @@ fn granule_skipping_on_generated_hits_reads_few_granules_and_same_answers() {
 #[test]
 fn late_materialization_matches_reading_every_column() {
     let rows = 60_000u64;
-    let opts = tessera_datasets::GenOptions::new(rows).with_seed(5);
-    let batches: Vec<_> = (0..rows).step_by(20_000).map(|s| tessera_datasets::generate_batch(&opts, s, 20_000)).collect();
+    let batches = generated_hits(rows, 5, 20_000);
     let schema = tessera_datasets::hits::schema();
     let dir = tempfile::tempdir().unwrap();
     let disk = Database::open(dir.path()).unwrap();
@@ -265,8 +266,7 @@ fn string_column_past_2_gib_inserts_queries_and_merges() {
 #[test]
 fn streaming_reads_prewhere_memory_limit_and_cache_budget() {
     let rows = 100_000u64;
-    let opts = tessera_datasets::GenOptions::new(rows).with_seed(11);
-    let batches: Vec<_> = (0..rows).step_by(25_000).map(|s| tessera_datasets::generate_batch(&opts, s, 25_000)).collect();
+    let batches = generated_hits(rows, 11, 25_000);
     let schema = tessera_datasets::hits::schema();
     let dir = tempfile::tempdir().unwrap();
     let disk = Database::open(dir.path()).unwrap();
@@ -354,8 +354,7 @@ fn min_max_from_the_min_max_index() {
     assert_ne!(profile.layout, Some("metadata"));
     // ClickBench Q7's shape on generated hits, from two parts.
     let rows = 30_000u64;
-    let opts = tessera_datasets::GenOptions::new(rows).with_seed(3);
-    let batches: Vec<_> = (0..rows).step_by(10_000).map(|s| tessera_datasets::generate_batch(&opts, s, 10_000)).collect();
+    let batches = generated_hits(rows, 3, 10_000);
     let schema = tessera_datasets::hits::schema();
     db.create_table("hits", schema.clone(), tessera_engine::TableOptions { granule_rows: 1000, ..Default::default() }).unwrap();
     db.insert("hits", &batches[..1]).unwrap();

@@ -2,6 +2,7 @@
 //! (the `GroupsAccumulator` design of DataFusion): `update` from input rows, `merge` partial
 //! states (two-phase aggregation), `emit` the final values.
 
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use arrow::array::*;
@@ -10,7 +11,6 @@ use arrow::datatypes::*;
 use tessera_common::float::{canonical_f64, cmp_f64, max_f64, min_f64};
 use tessera_common::{Error, Result};
 
-use crate::expr::FastSet;
 use crate::filter::string_parts;
 use crate::plan::{AggExpr, AggFunc};
 
@@ -645,3 +645,27 @@ pub(crate) fn int_array(vals: impl Iterator<Item = Option<i128>>, dt: &DataType)
         other => return Err(Error::internal(format!("int_array of {other}"))),
     })
 }
+
+/// A hasher for distinct-value sets: MurmurHash3's `fmix64` of each word, the engine's
+/// string hash for bytes (the values are hashed once each, no DoS concern: the sets live
+/// for one query).
+#[derive(Default, Clone, Copy)]
+pub(crate) struct MixHasher(u64);
+
+impl Hasher for MixHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0 = tessera_kernels::hash_u64(self.0 ^ tessera_kernels::hash_bytes(bytes));
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = tessera_kernels::hash_u64(self.0 ^ v);
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+}
+
+/// `HashSet` with [`MixHasher`].
+pub(crate) type FastSet<T> = std::collections::HashSet<T, BuildHasherDefault<MixHasher>>;

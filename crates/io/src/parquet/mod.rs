@@ -107,10 +107,7 @@ pub(crate) enum LoadGranularity {
 /// * [`Error::InvalidArgument`] if `target` has a type Tessera does not execute on, or the
 ///   file has no columns.
 pub fn open_parquet(name: &str, path: &Path, target: Option<SchemaRef>) -> Result<Table> {
-    let source = ParquetSource::open(path, target.as_deref())?;
-    let schema = Arc::clone(source.schema());
-    let chunk_lens = source.chunk_lens().to_vec();
-    Table::lazy(name, schema, chunk_lens, Some(Arc::new(source)))
+    lazy_table(name, ParquetSource::open(path, target.as_deref())?)
 }
 
 /// Opens the Parquet file at `path` as a table that queries read a morsel at a time
@@ -121,7 +118,11 @@ pub fn open_parquet(name: &str, path: &Path, target: Option<SchemaRef>) -> Resul
 /// # Errors
 /// As [`open_parquet`].
 pub fn open_parquet_streaming(name: &str, path: &Path, target: Option<SchemaRef>) -> Result<Table> {
-    let source = ParquetSource::open(path, target.as_deref())?.streaming(true);
+    lazy_table(name, ParquetSource::open(path, target.as_deref())?.streaming(true))
+}
+
+/// A [`Table`] named `name` over `source` (schema and chunk lengths from its footer).
+fn lazy_table(name: &str, source: ParquetSource) -> Result<Table> {
     let schema = Arc::clone(source.schema());
     let chunk_lens = source.chunk_lens().to_vec();
     Table::lazy(name, schema, chunk_lens, Some(Arc::new(source)))

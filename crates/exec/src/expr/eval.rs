@@ -1,0 +1,334 @@
+//! The vectorized evaluator of [`Expr`](super::Expr) over one morsel.
+
+use super::*;
+
+/// An evaluated operand: a full column or a constant (one row, broadcast by the kernels).
+#[derive(Debug, Clone)]
+enum Val {
+    Array(ArrayRef),
+    Scalar(ArrayRef),
+}
+
+impl Val {
+    fn array(&self) -> &ArrayRef {
+        match self {
+            Val::Array(a) | Val::Scalar(a) => a,
+        }
+    }
+
+    fn is_scalar(&self) -> bool {
+        matches!(self, Val::Scalar(_))
+    }
+
+    fn datum(&self) -> Box<dyn Datum> {
+        match self {
+            Val::Array(a) => Box::new(a.clone()),
+            Val::Scalar(a) => Box::new(Scalar::new(a.clone())),
+        }
+    }
+
+    /// Same shape (column or constant) as `self`, with `f` applied to the values.
+    fn map(&self, f: impl FnOnce(&ArrayRef) -> Result<ArrayRef>) -> Result<Val> {
+        Ok(match self {
+            Val::Array(a) => Val::Array(f(a)?),
+            Val::Scalar(a) => Val::Scalar(f(a)?),
+        })
+    }
+
+    fn cast(&self, to: &DataType) -> Result<Val> {
+        if self.array().data_type() == to {
+            return Ok(self.clone());
+        }
+        let opts = CastOptions { safe: false, ..Default::default() };
+        self.map(|a| Ok(cast_with_options(a, to, &opts)?))
+    }
+
+    /// [`Val::cast`], except that `UInt64` to `Int64` reinterprets the bits (ClickHouse's
+    /// wrapping integer arithmetic: `toUInt64(-1) - 0` is -1) instead of failing.
+    fn cast_wrapping(&self, to: &DataType) -> Result<Val> {
+        if *to == DataType::Int64 && *self.array().data_type() == DataType::UInt64 {
+            return self.map(|a| Ok(Arc::new(a.as_primitive::<UInt64Type>().unary::<_, Int64Type>(|v| v as i64)) as ArrayRef));
+        }
+        self.cast(to)
+    }
+
+    /// A column of `len` rows.
+    fn into_array(self, len: usize) -> Result<ArrayRef> {
+        match self {
+            Val::Array(a) => Ok(a),
+            Val::Scalar(a) if a.is_null(0) => Ok(new_null_array(a.data_type(), len)),
+            Val::Scalar(a) => Ok(arrow::compute::take(&a, &UInt32Array::from_value(0, len), None)?),
+        }
+    }
+}
+
+/// Builds a result of the shape of `(a, b)`: a constant when both are.
+fn shape(a: &Val, b: &Val, out: ArrayRef) -> Val {
+    if a.is_scalar() && b.is_scalar() { Val::Scalar(out) } else { Val::Array(out) }
+}
+
+fn arrow_err(e: ArrowError) -> Error {
+    match e {
+        ArrowError::DivideByZero => Error::InvalidArgument("division by zero".into()),
+        other => other.into(),
+    }
+}
+
+/// Evaluates `expr` over one morsel of `len` rows whose columns are `cols[column index]`
+/// (`None` for columns the expression does not read). Returns an array of `len` rows of
+/// type [`Expr::data_type`]; NULL handling as in the module docs.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for an integer division by zero; [`Error::Overflow`] or
+/// [`Error::TypeMismatch`] for a CAST whose value does not fit; [`Error::Internal`] if a
+/// column the expression reads is missing or of another type than planned (a bug).
+pub fn evaluate(expr: &Expr, cols: &[Option<ArrayRef>], len: usize) -> Result<ArrayRef> {
+    eval(expr, cols, len)?.into_array(len)
+}
+
+fn eval(expr: &Expr, cols: &[Option<ArrayRef>], len: usize) -> Result<Val> {
+    Ok(match expr {
+        Expr::Column { index, dtype } => {
+            let a = cols
+                .get(*index)
+                .and_then(|c| c.as_ref())
+                .ok_or_else(|| Error::internal(format!("expression column {index} not loaded")))?;
+            if a.data_type() != dtype || a.len() != len {
+                return Err(Error::internal(format!("expression column {index}: {} rows of {}, planned {len} of {dtype}", a.len(), a.data_type())));
+            }
+            Val::Array(a.clone())
+        }
+        Expr::Literal(l) => Val::Scalar(l.to_array()),
+        Expr::Cast { expr, to } => eval(expr, cols, len)?.cast(to)?,
+        Expr::Arith { op, left, right, dtype } => {
+            let l = eval(left, cols, len)?.cast_wrapping(dtype)?;
+            let r = eval(right, cols, len)?.cast_wrapping(dtype)?;
+            let (ld, rd) = (l.datum(), r.datum());
+            let float = is_float(dtype);
+            let out = match op {
+                ArithOp::Add if float => numeric::add(&*ld, &*rd),
+                ArithOp::Add => numeric::add_wrapping(&*ld, &*rd),
+                ArithOp::Sub if float => numeric::sub(&*ld, &*rd),
+                ArithOp::Sub => numeric::sub_wrapping(&*ld, &*rd),
+                ArithOp::Mul if float => numeric::mul(&*ld, &*rd),
+                ArithOp::Mul => numeric::mul_wrapping(&*ld, &*rd),
+                ArithOp::Div | ArithOp::Rem if float => {
+                    if *op == ArithOp::Div { numeric::div(&*ld, &*rd) } else { numeric::rem(&*ld, &*rd) }
+                }
+                ArithOp::Div | ArithOp::IntDiv => int_div(&l, &r, false),
+                ArithOp::Rem => int_div(&l, &r, true),
+            }
+            .map_err(arrow_err)?;
+            shape(&l, &r, out)
+        }
+        Expr::Cmp { op, left, right, common } => {
+            let l = canonical(eval(left, cols, len)?.cast(common)?);
+            let r = canonical(eval(right, cols, len)?.cast(common)?);
+            let (ld, rd) = (l.datum(), r.datum());
+            let out = match op {
+                CmpOp::Eq => cmp::eq(&*ld, &*rd),
+                CmpOp::NotEq => cmp::neq(&*ld, &*rd),
+                CmpOp::Lt => cmp::lt(&*ld, &*rd),
+                CmpOp::LtEq => cmp::lt_eq(&*ld, &*rd),
+                CmpOp::Gt => cmp::gt(&*ld, &*rd),
+                CmpOp::GtEq => cmp::gt_eq(&*ld, &*rd),
+            }?;
+            shape(&l, &r, Arc::new(out))
+        }
+        Expr::And(terms) | Expr::Or(terms) => {
+            let and = matches!(expr, Expr::And(_));
+            let mut acc: Option<BooleanArray> = None;
+            for t in terms {
+                let v = eval(t, cols, len)?.cast(&DataType::Boolean)?.into_array(len)?;
+                let v = v.as_boolean().clone();
+                acc = Some(match acc {
+                    None => v,
+                    Some(a) if and => boolean::and_kleene(&a, &v)?,
+                    Some(a) => boolean::or_kleene(&a, &v)?,
+                });
+            }
+            Val::Array(Arc::new(acc.unwrap_or_else(|| BooleanArray::from(vec![and; len]))))
+        }
+        Expr::Not(e) => eval(e, cols, len)?.cast(&DataType::Boolean)?.map(|a| Ok(Arc::new(boolean::not(a.as_boolean())?) as ArrayRef))?,
+        Expr::IsNull { expr, negated } => eval(expr, cols, len)?.map(|a| {
+            let n = if *negated { boolean::is_not_null(a)? } else { boolean::is_null(a)? };
+            Ok(Arc::new(n) as ArrayRef)
+        })?,
+        Expr::Case { branches, otherwise, dtype } => {
+            let mut acc = eval(otherwise, cols, len)?.cast(dtype)?;
+            for (cond, value) in branches.iter().rev() {
+                let c = eval(cond, cols, len)?.cast(&DataType::Boolean)?.into_array(len)?;
+                let mask = true_mask(c.as_boolean());
+                let v = eval(value, cols, len)?.cast(dtype)?;
+                let out = arrow::compute::kernels::zip::zip(&mask, &*v.datum(), &*acc.datum())?;
+                acc = Val::Array(out);
+            }
+            acc
+        }
+        Expr::Like { expr, pattern, negated, case_insensitive } => {
+            let v = eval(expr, cols, len)?.cast(&DataType::Utf8)?;
+            let p = Scalar::new(StringArray::from(vec![pattern.as_str()]));
+            let d = v.datum();
+            let out = match (negated, case_insensitive) {
+                (false, false) => comparison::like(&*d, &p),
+                (true, false) => comparison::nlike(&*d, &p),
+                (false, true) => comparison::ilike(&*d, &p),
+                (true, true) => comparison::nilike(&*d, &p),
+            }?;
+            v.map(|_| Ok(Arc::new(out) as ArrayRef))?
+        }
+        Expr::Func { func, args, dtype } => eval_func(func, args, dtype, cols, len)?,
+    })
+}
+
+/// The rows where `b` is TRUE (NULL counts as not TRUE), without a null buffer.
+pub fn true_mask(b: &BooleanArray) -> BooleanArray {
+    if b.null_count() > 0 { prep_null_mask_filter(b) } else { BooleanArray::new(b.values().clone(), None) }
+}
+
+/// Integer `intDiv` (`rem = false`) or `%`: Arrow's checked kernels, which refuse a zero
+/// divisor (and wrap nothing: `i64::MIN / -1` is an overflow error).
+fn int_div(l: &Val, r: &Val, rem: bool) -> std::result::Result<ArrayRef, ArrowError> {
+    let (ld, rd) = (l.datum(), r.datum());
+    if rem { numeric::rem(&*ld, &*rd) } else { numeric::div(&*ld, &*rd) }
+}
+
+/// Floats in Tessera's order (`-0.0` as `0.0`, one NaN): Arrow compares by `total_cmp`.
+fn canonical(v: Val) -> Val {
+    match v {
+        Val::Array(a) => Val::Array(canonical_array(&a)),
+        Val::Scalar(a) => Val::Scalar(canonical_array(&a)),
+    }
+}
+
+/// Applies `f` to each non-NULL string of a Utf8 or Binary array, keeping the type.
+fn map_strings(a: &ArrayRef, mut f: impl FnMut(&[u8]) -> Vec<u8>) -> Result<ArrayRef> {
+    let mut b = BinaryBuilder::with_capacity(a.len(), 0);
+    let bin = match a.data_type() {
+        DataType::Utf8 => {
+            let s = a.as_string::<i32>();
+            for v in s.iter() {
+                b.append_option(v.map(|v| f(v.as_bytes())));
+            }
+            b.finish()
+        }
+        DataType::Binary => {
+            for v in a.as_binary::<i32>().iter() {
+                b.append_option(v.map(&mut f));
+            }
+            b.finish()
+        }
+        DataType::Null => return Ok(a.clone()),
+        other => return Err(Error::internal(format!("string function on {other}"))),
+    };
+    if *a.data_type() == DataType::Utf8 {
+        // Valid UTF-8 in, and every function here keeps it valid (ASCII case mapping,
+        // regex replacement at character boundaries); checked by the conversion anyway.
+        Ok(Arc::new(StringArray::try_from_binary(bin).map_err(|e| Error::internal(format!("string function: {e}")))?))
+    } else {
+        Ok(Arc::new(bin))
+    }
+}
+
+fn timestamps(a: &ArrayRef) -> Result<&PrimitiveArray<TimestampSecondType>> {
+    a.as_primitive_opt::<TimestampSecondType>()
+        .ok_or_else(|| Error::internal(format!("timestamp function on {}", a.data_type())))
+}
+
+fn eval_func(func: &Func, args: &[Expr], dtype: &DataType, cols: &[Option<ArrayRef>], len: usize) -> Result<Val> {
+    let arg = |i: usize| eval(&args[i], cols, len);
+    if args.iter().any(|a| a.data_type() == DataType::Null) && !matches!(func, Func::Coalesce | Func::Concat) {
+        return Ok(Val::Scalar(new_null_array(dtype, 1)));
+    }
+    Ok(match func {
+        Func::Length => arg(0)?.map(|a| Ok(arrow::compute::cast(&arrow::compute::kernels::length::length(a)?, &DataType::UInt64)?))?,
+        Func::Lower => arg(0)?.map(|a| map_strings(a, |s| s.to_ascii_lowercase()))?,
+        Func::Upper => arg(0)?.map(|a| map_strings(a, |s| s.to_ascii_uppercase()))?,
+        Func::Concat => {
+            let mut vals = Vec::with_capacity(args.len());
+            for i in 0..args.len() {
+                vals.push(arg(i)?.cast(&DataType::Utf8)?);
+            }
+            if vals.iter().all(Val::is_scalar) {
+                let mut s = String::new();
+                for v in &vals {
+                    let a = v.array().as_string::<i32>();
+                    if a.is_null(0) {
+                        return Ok(Val::Scalar(new_null_array(&DataType::Utf8, 1)));
+                    }
+                    s.push_str(a.value(0));
+                }
+                Val::Scalar(Arc::new(StringArray::from(vec![s])))
+            } else {
+                let mut acc = vals[0].clone().into_array(len)?;
+                for v in &vals[1..] {
+                    let b = v.clone().into_array(len)?;
+                    acc = Arc::new(arrow::compute::kernels::concat_elements::concat_elements_utf8(
+                        acc.as_string::<i32>(),
+                        b.as_string::<i32>(),
+                    )?);
+                }
+                Val::Array(acc)
+            }
+        }
+        Func::RegexpReplace { pattern, replacement, all } => arg(0)?.map(|a| match a.data_type() {
+            DataType::Utf8 => {
+                let s = a.as_string::<i32>();
+                let out: StringArray = s
+                    .iter()
+                    .map(|v| {
+                        v.map(|v| {
+                            if *all {
+                                pattern.text.replace_all(v, replacement.as_str())
+                            } else {
+                                pattern.text.replace(v, replacement.as_str())
+                            }
+                        })
+                    })
+                    .collect();
+                Ok(Arc::new(out) as ArrayRef)
+            }
+            _ => map_strings(a, |v| {
+                let r = replacement.as_bytes();
+                if *all { pattern.bytes.replace_all(v, r).into_owned() } else { pattern.bytes.replace(v, r).into_owned() }
+            }),
+        })?,
+        Func::Match(pattern) => arg(0)?.map(|a| {
+            let out: BooleanArray = match a.data_type() {
+                DataType::Utf8 => a.as_string::<i32>().iter().map(|v| v.map(|v| pattern.text.is_match(v))).collect(),
+                _ => a.as_binary::<i32>().iter().map(|v| v.map(|v| pattern.bytes.is_match(v))).collect(),
+            };
+            Ok(Arc::new(out) as ArrayRef)
+        })?,
+        Func::Trunc(unit) => {
+            let s = unit.seconds();
+            arg(0)?.map(|a| {
+                let t = timestamps(a)?;
+                Ok(Arc::new(t.unary::<_, TimestampSecondType>(|v| v - v.rem_euclid(s))) as ArrayRef)
+            })?
+        }
+        Func::Part(part) => arg(0)?.map(|a| {
+            let t = timestamps(a)?;
+            let out: UInt8Array = match part {
+                DatePart::Second => t.unary(|v| v.rem_euclid(60) as u8),
+                DatePart::Minute => t.unary(|v| (v.rem_euclid(3600) / 60) as u8),
+                DatePart::Hour => t.unary(|v| (v.rem_euclid(86_400) / 3600) as u8),
+            };
+            Ok(Arc::new(out) as ArrayRef)
+        })?,
+        Func::ToDate => arg(0)?.map(|a| {
+            let t = timestamps(a)?;
+            Ok(Arc::new(t.unary::<_, Date32Type>(|v| v.div_euclid(86_400) as i32)) as ArrayRef)
+        })?,
+        Func::Coalesce => {
+            let mut acc = arg(args.len() - 1)?.cast(dtype)?;
+            for i in (0..args.len() - 1).rev() {
+                let v = arg(i)?.cast(dtype)?;
+                let present = v.clone().into_array(len)?;
+                let mask = boolean::is_not_null(&present)?;
+                acc = Val::Array(arrow::compute::kernels::zip::zip(&mask, &present, &*acc.datum())?);
+            }
+            acc
+        }
+    })
+}

@@ -1,0 +1,167 @@
+use super::*;
+
+fn col(i: usize, a: &ArrayRef) -> Expr {
+    Expr::column(i, a.data_type().clone())
+}
+
+fn run(e: &Expr, cols: &[ArrayRef]) -> Result<ArrayRef> {
+    let len = cols.first().map_or(1, |c| c.len());
+    let cols: Vec<Option<ArrayRef>> = cols.iter().cloned().map(Some).collect();
+    evaluate(e, &cols, len)
+}
+
+fn lit_u(v: u64) -> Expr {
+    Expr::literal(Literal::UInt(v))
+}
+
+#[test]
+fn arithmetic_types_nulls_and_wrapping() {
+    let a: ArrayRef = Arc::new(Int32Array::from(vec![Some(i32::MAX), None, Some(-5), Some(0)]));
+    let e = Expr::arith(ArithOp::Add, col(0, &a), lit_u(1)).unwrap();
+    assert_eq!(e.data_type(), DataType::Int64);
+    let out = run(&e, &[a.clone()]).unwrap();
+    let out = out.as_primitive::<Int64Type>();
+    assert_eq!(out.value(0), i32::MAX as i64 + 1, "widened, no overflow");
+    assert!(out.is_null(1));
+    assert_eq!(out.value(2), -4);
+    // Sub of unsigned is signed; UInt64 wraps like ClickHouse.
+    let u: ArrayRef = Arc::new(UInt64Array::from(vec![u64::MAX, 0]));
+    let e = Expr::arith(ArithOp::Add, col(0, &u), lit_u(1)).unwrap();
+    assert_eq!(e.data_type(), DataType::UInt64);
+    assert_eq!(run(&e, &[u.clone()]).unwrap().as_primitive::<UInt64Type>().values(), &[0, 1]);
+    let e = Expr::arith(ArithOp::Sub, lit_u(0), col(0, &u)).unwrap();
+    assert_eq!(e.data_type(), DataType::Int64);
+    assert_eq!(run(&e, &[u]).unwrap().as_primitive::<Int64Type>().values(), &[1, 0]);
+}
+
+#[test]
+fn division_follows_clickhouse() {
+    let a: ArrayRef = Arc::new(Int64Array::from(vec![Some(1), Some(0), Some(-7), None]));
+    let z: ArrayRef = Arc::new(Int64Array::from(vec![Some(0), Some(0), Some(2), Some(0)]));
+    let e = Expr::arith(ArithOp::Div, col(0, &a), col(1, &z)).unwrap();
+    let out = run(&e, &[a.clone(), z.clone()]).unwrap();
+    let out = out.as_primitive::<Float64Type>();
+    assert_eq!(out.value(0), f64::INFINITY);
+    assert!(out.value(1).is_nan());
+    assert_eq!(out.value(2), -3.5);
+    assert!(out.is_null(3));
+    let e = Expr::arith(ArithOp::IntDiv, col(0, &a), col(1, &z)).unwrap();
+    assert!(matches!(run(&e, &[a.clone(), z.clone()]), Err(Error::InvalidArgument(m)) if m.contains("division by zero")));
+    let e = Expr::arith(ArithOp::Rem, col(0, &a), col(1, &z)).unwrap();
+    assert!(matches!(run(&e, &[a.clone(), z]), Err(Error::InvalidArgument(_))));
+    let two: ArrayRef = Arc::new(Int64Array::from(vec![2, 2, 2, 2]));
+    let e = Expr::function("intDiv", vec![col(0, &a), col(1, &two)]).unwrap();
+    let out = run(&e, &[a.clone(), two.clone()]).unwrap();
+    assert_eq!(out.as_primitive::<Int64Type>().value(2), -3, "truncates toward zero");
+    let e = Expr::arith(ArithOp::Rem, col(0, &a), col(1, &two)).unwrap();
+    assert_eq!(run(&e, &[a, two]).unwrap().as_primitive::<Int64Type>().value(2), -1);
+    let s: ArrayRef = Arc::new(StringArray::from(vec!["a"]));
+    assert!(matches!(Expr::arith(ArithOp::Add, col(0, &s), lit_u(1)), Err(Error::TypeMismatch(_))));
+}
+
+#[test]
+fn comparisons_three_valued_and_float_order() {
+    let f: ArrayRef = Arc::new(Float64Array::from(vec![Some(-0.0), Some(f64::NAN), None, Some(1.0)]));
+    let e = Expr::compare(CmpOp::Eq, col(0, &f), Expr::literal(Literal::UInt(0))).unwrap();
+    let out = run(&e, &[f.clone()]).unwrap();
+    let out = out.as_boolean();
+    assert!(out.value(0), "-0.0 = 0");
+    assert!(!out.value(1));
+    assert!(out.is_null(2));
+    let e = Expr::compare(CmpOp::Gt, col(0, &f), Expr::literal(Literal::Float(f64::INFINITY))).unwrap();
+    assert!(run(&e, &[f.clone()]).unwrap().as_boolean().value(1), "NaN above +inf");
+    // Mixed signedness compares exactly.
+    let i: ArrayRef = Arc::new(Int64Array::from(vec![-1, 5]));
+    let u: ArrayRef = Arc::new(UInt64Array::from(vec![u64::MAX, 5]));
+    let e = Expr::compare(CmpOp::Lt, col(0, &i), col(1, &u)).unwrap();
+    let out = run(&e, &[i, u]).unwrap();
+    assert_eq!(out.as_boolean().iter().collect::<Vec<_>>(), vec![Some(true), Some(false)]);
+    let s: ArrayRef = Arc::new(StringArray::from(vec!["a"]));
+    assert!(matches!(Expr::compare(CmpOp::Eq, col(0, &s), lit_u(1)), Err(Error::TypeMismatch(_))));
+}
+
+#[test]
+fn kleene_logic_in_list_and_is_null() {
+    let a: ArrayRef = Arc::new(Int16Array::from(vec![Some(-1), Some(6), Some(3), None]));
+    let e = Expr::in_list(col(0, &a), vec![Expr::literal(Literal::Int(-1)), lit_u(6)], false).unwrap();
+    let out = run(&e, &[a.clone()]).unwrap();
+    assert_eq!(out.as_boolean().iter().collect::<Vec<_>>(), vec![Some(true), Some(true), Some(false), None]);
+    let e = Expr::in_list(col(0, &a), vec![lit_u(3), Expr::literal(Literal::Null)], true).unwrap();
+    let out = run(&e, &[a.clone()]).unwrap();
+    assert_eq!(out.as_boolean().iter().collect::<Vec<_>>(), vec![None, None, Some(false), None]);
+    let e = Expr::is_null(col(0, &a), false);
+    assert_eq!(run(&e, &[a.clone()]).unwrap().as_boolean().iter().collect::<Vec<_>>(), vec![Some(false), Some(false), Some(false), Some(true)]);
+    // FALSE AND NULL is FALSE; TRUE OR NULL is TRUE.
+    let gt = Expr::compare(CmpOp::Gt, col(0, &a), lit_u(5)).unwrap();
+    let e = Expr::and(vec![Expr::literal(Literal::Bool(false)), gt.clone()]).unwrap();
+    assert_eq!(run(&e, &[a.clone()]).unwrap().as_boolean().value(3), false);
+    assert!(!run(&e, &[a.clone()]).unwrap().is_null(3));
+    let e = Expr::or(vec![Expr::literal(Literal::Bool(true)), gt]).unwrap();
+    assert!(run(&e, &[a.clone()]).unwrap().as_boolean().value(3));
+    assert!(matches!(Expr::and(vec![col(0, &a)]), Err(Error::TypeMismatch(_))));
+}
+
+#[test]
+fn case_like_and_strings() {
+    let s: ArrayRef = Arc::new(StringArray::from(vec![Some("http://www.a.com/x"), Some(""), None, Some("b_c%")]));
+    let n: ArrayRef = Arc::new(Int32Array::from(vec![0, 1, 0, 0]));
+    let cond = Expr::compare(CmpOp::Eq, col(1, &n), lit_u(0)).unwrap();
+    let e = Expr::case(vec![(cond, col(0, &s))], Some(Expr::literal(Literal::Str("-".into())))).unwrap();
+    let out = run(&e, &[s.clone(), n.clone()]).unwrap();
+    assert_eq!(out.as_string::<i32>().iter().collect::<Vec<_>>(), vec![Some("http://www.a.com/x"), Some("-"), None, Some("b_c%")]);
+    let e = Expr::case(vec![(Expr::literal(Literal::Null), col(0, &s))], None).unwrap();
+    assert_eq!(run(&e, &[s.clone(), n.clone()]).unwrap().null_count(), 4, "NULL condition is not TRUE, no ELSE is NULL");
+    let e = Expr::like(col(0, &s), "b\\_c\\%".into(), false, false).unwrap();
+    assert_eq!(run(&e, &[s.clone()]).unwrap().as_boolean().iter().collect::<Vec<_>>(), vec![Some(false), Some(false), None, Some(true)]);
+    let e = Expr::like(col(0, &s), "%.A.%".into(), false, true).unwrap();
+    assert!(run(&e, &[s.clone()]).unwrap().as_boolean().value(0));
+    let e = Expr::function("length", vec![col(0, &s)]).unwrap();
+    let out = run(&e, &[s.clone()]).unwrap();
+    assert_eq!(out.as_primitive::<UInt64Type>().iter().collect::<Vec<_>>(), vec![Some(18), Some(0), None, Some(4)]);
+    let e = Expr::function(
+        "REGEXP_REPLACE",
+        vec![col(0, &s), Expr::literal(Literal::Str(r"^https?://(?:www\.)?([^/]+)/.*$".into())), Expr::literal(Literal::Str(r"\1".into()))],
+    )
+    .unwrap();
+    let out = run(&e, &[s.clone()]).unwrap();
+    assert_eq!(out.as_string::<i32>().iter().collect::<Vec<_>>(), vec![Some("a.com"), Some(""), None, Some("b_c%")]);
+    let bad = Expr::function("regexp_replace", vec![col(0, &s), Expr::literal(Literal::Str("(".into())), Expr::literal(Literal::Str("".into()))]);
+    assert!(matches!(bad, Err(Error::InvalidArgument(_))));
+    assert!(matches!(Expr::function("nosuchfn", vec![]), Err(Error::NotImplemented(_))));
+    assert!(matches!(Expr::function("length", vec![col(1, &n)]), Err(Error::TypeMismatch(_))));
+    let e = Expr::function("concat", vec![col(0, &s), Expr::literal(Literal::Str("!".into()))]).unwrap();
+    assert_eq!(run(&e, &[s.clone()]).unwrap().as_string::<i32>().value(1), "!");
+    let e = Expr::function("upper", vec![col(0, &s)]).unwrap();
+    assert_eq!(run(&e, &[s]).unwrap().as_string::<i32>().value(0), "HTTP://WWW.A.COM/X");
+}
+
+#[test]
+fn time_functions() {
+    // 1970-01-01 00:00:00 - 1 s, and 2013-07-15 10:47:31.
+    let t: ArrayRef = Arc::new(TimestampSecondArray::from(vec![Some(-1), Some(1_373_885_251), None]));
+    let e = Expr::function("date_trunc", vec![Expr::literal(Literal::Str("minute".into())), col(0, &t)]).unwrap();
+    let out = run(&e, &[t.clone()]).unwrap();
+    let out = out.as_primitive::<TimestampSecondType>();
+    assert_eq!(out.value(0), -60);
+    assert_eq!(out.value(1), 1_373_885_220);
+    assert!(out.is_null(2));
+    let e = Expr::function("toHour", vec![col(0, &t)]).unwrap();
+    assert_eq!(run(&e, &[t.clone()]).unwrap().as_primitive::<UInt8Type>().value(0), 23);
+    let e = Expr::function("toDate", vec![col(0, &t)]).unwrap();
+    assert_eq!(run(&e, &[t.clone()]).unwrap().as_primitive::<Date32Type>().value(0), -1);
+    assert!(matches!(
+        Expr::function("date_trunc", vec![Expr::literal(Literal::Str("fortnight".into())), col(0, &t)]),
+        Err(Error::InvalidArgument(_))
+    ));
+    let e = Expr::function("coalesce", vec![col(0, &t), Expr::literal(Literal::Timestamp(7))]).unwrap();
+    assert_eq!(run(&e, &[t]).unwrap().as_primitive::<TimestampSecondType>().value(2), 7);
+}
+
+#[test]
+fn constants_fold_to_one_row_and_broadcast() {
+    let e = Expr::arith(ArithOp::Mul, lit_u(6), lit_u(7)).unwrap();
+    let out = evaluate(&e, &[], 3).unwrap();
+    assert_eq!(out.as_primitive::<UInt64Type>().values(), &[42, 42, 42]);
+    let e = Expr::arith(ArithOp::Add, Expr::literal(Literal::Null), lit_u(1)).unwrap();
+    assert_eq!(evaluate(&e, &[], 2).unwrap().null_count(), 2);
+}
