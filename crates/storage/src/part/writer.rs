@@ -1,0 +1,421 @@
+//! Writing a part: [`PartWriter`] takes sorted rows granule by granule and writes the
+//! column files, marks and indexes.
+
+use super::*;
+
+/// Writes one part into an existing empty directory as its rows arrive, already sorted by
+/// the sort key, in batches of any length ([`PartWriter::write`]). Each column is cut into
+/// granules and blocks as its rows arrive and appended to its file, so the writer holds at
+/// most one morsel ([`GRANULES_PER_MORSEL`] granules) of pending rows per column besides
+/// the caller's batch, never a whole column: a column of any total size is written as long
+/// as each granule fits in an arrow array (under 2 GiB of string bytes).
+/// [`PartWriter::finish`] writes the index files, `meta.json` and `checksums.txt` and
+/// fsyncs every file and the directory.
+///
+/// ```text
+///  write(batch 1) write(batch 2) ...        rows in sort-key order
+///     |              |
+///     v              v
+///  per column: pending rows -> granules -> blocks (>= 256 KiB or a morsel) -> cN.bin
+///              + marks, per-granule min/max, bloom filter, first key (primary.idx)
+/// ```
+pub(crate) struct PartWriter {
+    dir: PathBuf,
+    layout: Layout,
+    columns: Vec<ColumnWriter>,
+    rows: usize,
+}
+
+impl PartWriter {
+    /// Creates the column files of a new part in `dir`.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file.
+    pub(crate) fn new(dir: &Path, layout: &Layout) -> Result<PartWriter> {
+        let columns =
+            (0..layout.schema.fields().len()).map(|c| ColumnWriter::create(dir, c, layout)).collect::<Result<_>>()?;
+        Ok(PartWriter { dir: dir.to_path_buf(), layout: layout.clone(), columns, rows: 0 })
+    }
+
+    /// Appends `rows` rows (in sort-key order after the rows written before): column `c`
+    /// is `get(c)`, called once per column, columns in parallel on the rayon pool.
+    ///
+    /// # Errors
+    /// [`Error::Internal`] if `get(c)` has another length or type than the column;
+    /// [`Error::InvalidArgument`] if a granule passes arrow's 2 GiB offsets; [`Error::Io`];
+    /// errors of `get`.
+    pub(crate) fn write(&mut self, rows: usize, get: &(dyn Fn(usize) -> Result<ArrayRef> + Sync)) -> Result<()> {
+        if rows == 0 {
+            return Ok(());
+        }
+        let schema = &self.layout.schema;
+        self.columns.par_iter_mut().try_for_each(|w| {
+            let a = get(w.c)?;
+            let f = schema.field(w.c);
+            if a.len() != rows || a.data_type() != f.data_type() {
+                return Err(Error::internal(format!(
+                    "column {}: got {} rows of {}, expected {rows} of {}",
+                    f.name(),
+                    a.len(),
+                    a.data_type(),
+                    f.data_type()
+                )));
+            }
+            w.push(a);
+            w.flush(false, schema)
+        })?;
+        self.rows += rows;
+        Ok(())
+    }
+
+    /// Writes a whole part column by column (a vertical merge): `fill(c, sink)` produces
+    /// all `rows` rows of column `c` in order, in pieces of any length passed to `sink`.
+    /// Columns run in parallel on the rayon pool, so about one column per thread is in
+    /// flight. Call on a fresh writer, then [`PartWriter::finish`].
+    ///
+    /// # Errors
+    /// [`Error::Internal`] if a column gets another row count or type, or rows were already
+    /// written; as [`PartWriter::write`]; errors of `fill`.
+    pub(crate) fn write_columns(
+        &mut self,
+        rows: usize,
+        fill: &(dyn Fn(usize, &mut dyn FnMut(ArrayRef) -> Result<()>) -> Result<()> + Sync),
+    ) -> Result<()> {
+        if self.rows != 0 {
+            return Err(Error::internal("write_columns on a part writer that has rows"));
+        }
+        let schema = &self.layout.schema;
+        self.columns.par_iter_mut().try_for_each(|w| {
+            let f = schema.field(w.c);
+            let mut got = 0usize;
+            fill(w.c, &mut |a: ArrayRef| {
+                if a.data_type() != f.data_type() {
+                    return Err(Error::internal(format!("column {}: got {}, expected {}", f.name(), a.data_type(), f.data_type())));
+                }
+                got += a.len();
+                w.push(a);
+                w.flush(false, schema)
+            })?;
+            if got != rows {
+                return Err(Error::internal(format!("column {}: got {got} rows, expected {rows}", f.name())));
+            }
+            Ok(())
+        })?;
+        self.rows = rows;
+        Ok(())
+    }
+
+    /// Writes the last granules, the index files, `meta.json` and `checksums.txt`, and
+    /// fsyncs everything.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file; [`Error::Internal`] for a part without rows.
+    pub(crate) fn finish(mut self) -> Result<()> {
+        if self.rows == 0 {
+            return Err(Error::internal("a part needs at least one row"));
+        }
+        let schema = self.layout.schema.clone();
+        self.columns.par_iter_mut().try_for_each(|w| w.flush(true, &schema).and_then(|()| w.close()))?;
+        let (dir, layout, outs, rows) = (&self.dir, &self.layout, &self.columns, self.rows);
+        let ncols = schema.fields().len();
+        let gr = layout.granule_rows;
+        let granules = granule_count(rows, gr);
+        let mut files: Vec<(String, u64, u64)> = Vec::new();
+        for (c, o) in outs.iter().enumerate() {
+            files.push((format!("c{c}.bin"), o.len, o.hasher.digest()));
+        }
+        // marks.mrk
+        let mut marks = Vec::with_capacity(16 + ncols * granules * 12 + 8);
+        marks.extend_from_slice(MARKS_MAGIC);
+        for v in [FORMAT_VERSION, ncols as u32, granules as u32] {
+            marks.extend_from_slice(&v.to_le_bytes());
+        }
+        for o in outs {
+            for &(off, row) in &o.marks {
+                marks.extend_from_slice(&off.to_le_bytes());
+                marks.extend_from_slice(&row.to_le_bytes());
+            }
+        }
+        finish_index(&mut marks);
+        // primary.idx: first row of each granule, for each sort-key column.
+        let mut primary = index_header(PRIMARY_MAGIC, layout.sort_key.len(), granules);
+        for &k in &layout.sort_key {
+            let first = outs[k].firsts.finish(|| format!("primary index of column {}", schema.field(k).name()))?;
+            block::write_block(first.as_ref(), Codec::None, false, &mut primary).map_err(Error::Internal)?;
+        }
+        finish_index(&mut primary);
+        // minmax.idx
+        let mut minmax = index_header(MINMAX_MAGIC, ncols, granules);
+        for (c, o) in outs.iter().enumerate() {
+            for side in [&o.mins, &o.maxs] {
+                let a = side.finish(|| format!("min/max index of column {}", schema.field(c).name()))?;
+                block::write_block(a.as_ref(), Codec::None, false, &mut minmax).map_err(Error::Internal)?;
+            }
+        }
+        finish_index(&mut minmax);
+        // bloom.idx: column list, then per column and granule a word count and the words.
+        let mut bloom = index_header(BLOOM_MAGIC, layout.bloom.len(), granules);
+        for &c in &layout.bloom {
+            bloom.extend_from_slice(&(c as u32).to_le_bytes());
+        }
+        for &c in &layout.bloom {
+            for words in &outs[c].blooms {
+                bloom.extend_from_slice(&(words.len() as u32).to_le_bytes());
+                for w in words {
+                    bloom.extend_from_slice(&w.to_le_bytes());
+                }
+            }
+        }
+        finish_index(&mut bloom);
+        let meta = PartMeta {
+            format_version: FORMAT_VERSION,
+            rows,
+            granule_rows: gr,
+            granules,
+            columns: schema
+                .fields()
+                .iter()
+                .zip(&layout.codecs)
+                .map(|(f, codec)| ColumnMeta {
+                    name: f.name().clone(),
+                    data_type: type_name(f.data_type()).unwrap_or("?").to_string(),
+                    nullable: f.is_nullable(),
+                    codec: *codec,
+                })
+                .collect(),
+            sort_key: layout.sort_key.clone(),
+        };
+        let meta = serde_json::to_vec_pretty(&meta).map_err(|e| Error::internal(format!("meta.json: {e}")))?;
+        for (name, bytes) in [
+            ("marks.mrk", &marks),
+            ("primary.idx", &primary),
+            ("minmax.idx", &minmax),
+            ("bloom.idx", &bloom),
+            ("meta.json", &meta),
+        ] {
+            write_synced(&dir.join(name), bytes)?;
+            files.push((name.to_string(), bytes.len() as u64, xxhash_rust::xxh3::xxh3_64(bytes)));
+        }
+        let mut sums = format!("tessera part format {FORMAT_VERSION}\n");
+        for (name, len, hash) in &files {
+            sums.push_str(&format!("{name}\t{len}\t{hash:016x}\n"));
+        }
+        let self_hash = xxhash_rust::xxh3::xxh3_64(sums.as_bytes());
+        sums.push_str(&format!("end\t{self_hash:016x}\n"));
+        write_synced(&dir.join("checksums.txt"), sums.as_bytes())?;
+        sync_dir(dir)
+    }
+}
+
+/// Granules compacted into one array at a time by [`PerGranule`]: a one-row arrow array
+/// costs some 300 bytes of headers and buffers, which for 12,000 granules (100M rows) x 105
+/// columns x (min, max) would be ~750 MB; compacted, ~1.2 bytes of overhead per granule.
+const COMPACT_GRANULES: usize = 256;
+
+/// One value per granule (a min, a max, a first key) as one-row arrays, concatenated every
+/// [`COMPACT_GRANULES`] granules.
+#[derive(Default)]
+struct PerGranule {
+    done: Vec<ArrayRef>,
+    pending: Vec<ArrayRef>,
+}
+
+impl PerGranule {
+    fn push(&mut self, a: ArrayRef, what: impl Fn() -> String) -> Result<()> {
+        self.pending.push(a);
+        if self.pending.len() >= COMPACT_GRANULES {
+            let a = concat_pieces(&self.pending, what)?;
+            self.done.push(a);
+            self.pending.clear();
+        }
+        Ok(())
+    }
+
+    /// All values, one per granule in order.
+    fn finish(&self, what: impl Fn() -> String) -> Result<ArrayRef> {
+        let all: Vec<ArrayRef> = self.done.iter().chain(&self.pending).cloned().collect();
+        concat_pieces(&all, what)
+    }
+}
+
+/// One column file of a [`PartWriter`]: rows not yet cut into blocks, and what the index
+/// files need of the granules written.
+struct ColumnWriter {
+    c: usize,
+    path: PathBuf,
+    file: std::io::BufWriter<File>,
+    /// xxh3 of the bytes written so far (streaming; equals `xxh3_64` of the whole file).
+    hasher: xxhash_rust::xxh3::Xxh3Default,
+    /// Bytes written so far.
+    len: u64,
+    codec: Codec,
+    encodings: bool,
+    granule_rows: usize,
+    with_bloom: bool,
+    is_key: bool,
+    /// Rows received but not written, in order; `pending_rows` in all.
+    pending: VecDeque<ArrayRef>,
+    pending_rows: usize,
+    /// Per granule written: (byte offset of its block, first row inside the block).
+    marks: Vec<(u64, u32)>,
+    /// Per granule: min and max (copies, not slices of the data).
+    mins: PerGranule,
+    maxs: PerGranule,
+    blooms: Vec<Vec<u64>>,
+    /// Sort-key columns: a copy of each granule's first row.
+    firsts: PerGranule,
+    /// Scratch buffer of one encoded block.
+    block: Vec<u8>,
+}
+
+impl ColumnWriter {
+    fn create(dir: &Path, c: usize, layout: &Layout) -> Result<ColumnWriter> {
+        let path = dir.join(format!("c{c}.bin"));
+        let file = File::create(&path).map_err(io(&path))?;
+        Ok(ColumnWriter {
+            c,
+            path,
+            file: std::io::BufWriter::with_capacity(1 << 20, file),
+            hasher: xxhash_rust::xxh3::Xxh3Default::new(),
+            len: 0,
+            codec: layout.codecs[c],
+            encodings: layout.encodings,
+            granule_rows: layout.granule_rows,
+            with_bloom: layout.bloom.contains(&c),
+            is_key: layout.sort_key.contains(&c),
+            pending: VecDeque::new(),
+            pending_rows: 0,
+            marks: Vec::new(),
+            mins: PerGranule::default(),
+            maxs: PerGranule::default(),
+            blooms: Vec::new(),
+            firsts: PerGranule::default(),
+            block: Vec::new(),
+        })
+    }
+
+    fn push(&mut self, a: ArrayRef) {
+        if !a.is_empty() {
+            self.pending_rows += a.len();
+            self.pending.push_back(a);
+        }
+    }
+
+    /// Writes every full morsel of pending rows (`last`: and the rest).
+    fn flush(&mut self, last: bool, schema: &Schema) -> Result<()> {
+        let morsel = self.granule_rows.saturating_mul(GRANULES_PER_MORSEL);
+        while self.pending_rows >= morsel || (last && self.pending_rows > 0) {
+            let n = morsel.min(self.pending_rows);
+            self.write_morsel(n, schema)?;
+        }
+        Ok(())
+    }
+
+    /// The next `n` pending rows as one array.
+    fn take(&mut self, n: usize, schema: &Schema) -> Result<ArrayRef> {
+        let mut pieces = Vec::new();
+        let mut need = n;
+        while need > 0 {
+            let a = self.pending.pop_front().ok_or_else(|| Error::internal("column writer: fewer pending rows than counted"))?;
+            if a.len() <= need {
+                need -= a.len();
+                pieces.push(a);
+            } else {
+                pieces.push(a.slice(0, need));
+                self.pending.push_front(a.slice(need, a.len() - need));
+                need = 0;
+            }
+        }
+        self.pending_rows -= n;
+        concat_pieces(&pieces, || format!("column {}", schema.field(self.c).name()))
+    }
+
+    /// Writes `n` rows (a morsel, or the part's last rows) as granules grouped into blocks:
+    /// a block is closed at the first granule boundary where it holds at least
+    /// [`MIN_BLOCK_BYTES`] uncompressed bytes, or at the morsel's end.
+    fn write_morsel(&mut self, n: usize, schema: &Schema) -> Result<()> {
+        let gr = self.granule_rows;
+        let one = UInt32Array::from(vec![0u32]);
+        let (mut block, mut bytes, mut block_rows, mut done) = (Vec::new(), 0, 0, 0);
+        while done < n {
+            let len = gr.min(n - done);
+            let gran = self.take(len, schema)?;
+            bytes += block::plain_size(gran.as_ref());
+            let (lo, hi) = min_max(gran.as_ref())?;
+            let what = || format!("min/max index of column {}", schema.field(self.c).name());
+            self.mins.push(lo, what)?;
+            self.maxs.push(hi, what)?;
+            if self.with_bloom {
+                self.blooms.push(bloom_of(gran.as_ref()));
+            }
+            if self.is_key {
+                // A copy: a one-row slice would keep the whole granule's buffers alive.
+                self.firsts.push(take(gran.as_ref(), &one, None)?, what)?;
+            }
+            self.marks.push((self.len, block_rows as u32));
+            block_rows += len;
+            done += len;
+            block.push(gran);
+            if done >= n || bytes >= MIN_BLOCK_BYTES {
+                let arr = concat_pieces(&block, || format!("column {}", schema.field(self.c).name()))?;
+                self.block.clear();
+                block::write_block(arr.as_ref(), self.codec, self.encodings, &mut self.block)
+                    .map_err(|e| Error::InvalidArgument(format!("column {}: {e}", self.c)))?;
+                self.file.write_all(&self.block).map_err(io(&self.path))?;
+                self.hasher.update(&self.block);
+                self.len += self.block.len() as u64;
+                block.clear();
+                (bytes, block_rows) = (0, 0);
+            }
+        }
+        Ok(())
+    }
+
+    /// Flushes and fsyncs the file.
+    fn close(&mut self) -> Result<()> {
+        self.file.flush().map_err(io(&self.path))?;
+        self.file.get_ref().sync_all().map_err(io(&self.path))
+    }
+}
+
+fn index_header(magic: &[u8; 4], n: usize, granules: usize) -> Vec<u8> {
+    let mut v = Vec::new();
+    v.extend_from_slice(magic);
+    for x in [FORMAT_VERSION, n as u32, granules as u32] {
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    v
+}
+
+fn finish_index(v: &mut Vec<u8>) {
+    let h = xxhash_rust::xxh3::xxh3_64(v);
+    v.extend_from_slice(&h.to_le_bytes());
+}
+
+/// Minimum and maximum of the non-NULL values of `arr`, as one-row arrays (NULL when all
+/// values are NULL). Floats: `arrow`'s total order (NaN is largest).
+fn min_max(arr: &dyn Array) -> Result<(ArrayRef, ArrayRef)> {
+    use arrow::compute::kernels::aggregate as agg;
+    fn prim<A: ArrowPrimitiveType>(arr: &dyn Array) -> (ArrayRef, ArrayRef) {
+        let a = arr.as_primitive::<A>();
+        let lo = PrimitiveArray::<A>::from_iter([agg::min(a)]).with_data_type(a.data_type().clone());
+        let hi = PrimitiveArray::<A>::from_iter([agg::max(a)]).with_data_type(a.data_type().clone());
+        (Arc::new(lo), Arc::new(hi))
+    }
+    use arrow::datatypes::{Float32Type, Float64Type};
+    Ok(int_dispatch!(arr.data_type(), A => prim::<A>(arr), _ => match arr.data_type() {
+        DataType::Float32 => prim::<Float32Type>(arr),
+        DataType::Float64 => prim::<Float64Type>(arr),
+        DataType::Utf8 => {
+            let a = arr.as_string::<i32>();
+            (Arc::new(StringArray::from(vec![agg::min_string(a)])) as ArrayRef,
+             Arc::new(StringArray::from(vec![agg::max_string(a)])) as ArrayRef)
+        }
+        DataType::Binary => {
+            let a = arr.as_binary::<i32>();
+            (Arc::new(BinaryArray::from(vec![agg::min_binary(a)])) as ArrayRef,
+             Arc::new(BinaryArray::from(vec![agg::max_binary(a)])) as ArrayRef)
+        }
+        other => return Err(Error::not_implemented(format!("storing type {other}"))),
+    }))
+}
