@@ -1,4 +1,6 @@
-//! AST to plan.
+//! AST to plan: [`plan`] parses one statement and dispatches it; `Ctx` translates AST
+//! expressions into typed ones (columns, literals, functions, aggregates, aliases); the
+//! [`query`] module plans a SELECT's shape (scan or aggregation, ORDER BY, LIMIT).
 
 use std::cell::RefCell;
 use std::sync::Arc;
