@@ -28,11 +28,11 @@ use crate::Profile;
 use crate::accum::{Accumulator, OrdVal};
 use crate::context::QueryContext;
 use crate::expr::{Expr, evaluate as evaluate_expr};
-use crate::filter::{evaluate, selection};
 use crate::morsel::{Input, MorselColumns};
+use crate::prewhere::Prewhere;
 use crate::hashtable::GroupTable;
 use crate::partial::{Partial, Scratch, finalize_partitioned, scatter_ok};
-use crate::keys::{GroupKey, KeyReader, Layout, choose_layout, key_array};
+use crate::keys::{GroupKey, KeyArena, KeyReader, Layout, choose_layout, key_array};
 use crate::plan::{AggFunc, AggOutput, AggregatePlan, OrderLimit, Plan, ScalarExpr, SortKey};
 use crate::pool::run_morsels;
 use tessera_kernels::Kernels;
@@ -40,14 +40,25 @@ use tessera_kernels::Kernels;
 /// Top-N buffers above this size fall back to materialising all groups and sorting.
 const MAX_TOP_N: usize = 100_000;
 
+/// Bytes of streamed morsels a worker keeps for the string keys of its scattered rows
+/// before it flushes them into its per-partition tables ([`Partial::flush`]): 256 MiB, or
+/// when `max_memory_usage` is set, an eighth of it shared by the `max_threads` workers. The
+/// memory of a string GROUP BY then grows with its groups, plus this much per worker, not
+/// with the rows read.
+fn scatter_retained_bytes(settings: &Settings) -> usize {
+    const DEFAULT: usize = 256 << 20;
+    match settings.max_memory_usage {
+        0 => DEFAULT,
+        limit => DEFAULT.min(usize::try_from(limit / 8).unwrap_or(usize::MAX) / settings.max_threads.max(1)),
+    }
+}
+
 struct Ctx<'a> {
     plan: &'a AggregatePlan,
     input: &'a Input<'a>,
-    /// Columns of the WHERE clause (read first: PREWHERE) and the other columns read.
-    filter_cols: Vec<usize>,
+    /// The WHERE clause as PREWHERE steps (its columns read first), and the other columns.
+    prewhere: Prewhere,
     other_cols: Vec<usize>,
-    /// Whether the layout's keys borrow the input's bytes (string keys).
-    borrows: bool,
     settings: &'a Settings,
     pool: &'a rayon::ThreadPool,
     /// The kernel family of this query.
@@ -252,8 +263,8 @@ pub(crate) fn execute(
     let (layout, specs) = choose_layout(&keys, &has_nulls, settings.group_by_force_serialized);
     let kern = settings.kernels()?;
     let reader = KeyReader { specs, kern, borrow: std::marker::PhantomData };
-    let borrows = reader.borrows(layout);
-    let ctx = Ctx { plan, input: &input, filter_cols, other_cols, borrows, settings, pool, query, kern };
+    let prewhere = Prewhere::new(plan.filter.as_ref(), table.schema());
+    let ctx = Ctx { plan, input: &input, prewhere, other_cols, settings, pool, query, kern };
     let r = &reader;
     let (batch, mut profile) = match layout {
         Layout::Unit => run::<(), _, _>(&ctx, |_, _, n, out| {
@@ -287,10 +298,14 @@ struct Worker<K> {
     rows_in: usize,
     /// Bytes of `table` accounted in the query context.
     accounted: usize,
-    /// Key arrays of the morsels whose string bytes `table` references (see
-    /// [`KeyReader`]); their bytes stay accounted in the query.
+    /// Bytes of the key arena (`scratch.arena`) accounted in the query.
+    arena_accounted: usize,
+    /// Key arrays of the morsels whose string bytes scattered rows still borrow (until
+    /// the next [`Partial::flush`]), and their bytes accounted in the query.
     retained: Vec<ArrayRef>,
     retained_bytes: usize,
+    gids: Vec<u32>,
+    flushes: usize,
 }
 
 fn run<K, E, D>(ctx: &Ctx<'_>, extract: E, decode: D) -> Result<(RecordBatch, Profile)>
@@ -309,12 +324,14 @@ where
     // through per-partition hash tables instead of scattered rows.
     let scatter = scatter_ok(&input_nulls) && new_accs().iter().all(|a| a.scatterable());
     let total_rows = plan.table.num_rows();
-    // Declared before the tables, dropped after them: the arrays string keys point into.
+    let retain_limit = scatter_retained_bytes(ctx.settings);
+    // Declared before the tables, dropped after them: the arenas and morsel arrays string
+    // keys point into.
+    let mut arenas: Vec<KeyArena> = Vec::new();
     let mut retained: Vec<ArrayRef> = Vec::new();
-    let mut retained_bytes = 0usize;
 
     // Phase 1: partial aggregation per worker.
-    let partials = run_morsels(
+    let workers = run_morsels(
         ctx.pool,
         ctx.settings.max_threads,
         chunk_lens.len(),
@@ -325,18 +342,17 @@ where
             scratch: Scratch::new(),
             rows_in: 0,
             accounted: 0,
+            arena_accounted: 0,
             retained: Vec::new(),
             retained_bytes: 0,
+            gids: Vec::new(),
+            flushes: 0,
         },
         |w: &mut Worker<K>, m| {
             ctx.query.check_cancelled()?;
             let len = chunk_lens[m];
             let mut mcols = ctx.input.morsel();
-            ctx.input.read(m, &ctx.filter_cols, &mut mcols)?;
-            let sel = match &ctx.plan.filter {
-                Some(f) => selection(&evaluate(f, &mcols.cols, len, ctx.kern)?, ctx.kern),
-                None => None,
-            };
+            let sel = ctx.prewhere.select(ctx.input, m, len, &mut mcols, ctx.kern)?;
             let sel = sel.as_deref();
             let n = sel.map_or(len, |s| s.len());
             if n == 0 {
@@ -347,7 +363,19 @@ where
             w.rows_in += n;
             let owned_keys = ctx.key_arrays(&mcols, len, sel)?;
             let key_arrays: Vec<&ArrayRef> = owned_keys.iter().collect();
-            let groups_before = w.table.size();
+            // Bytes of the key arrays that are the query's memory (streamed, or computed);
+            // a resident table's arrays are not.
+            let key_bytes: usize = if K::BORROWS {
+                ctx.plan
+                    .keys
+                    .iter()
+                    .zip(&key_arrays)
+                    .filter(|(k, _)| matches!(k, ScalarExpr::Computed(_)) || ctx.input.is_streamed(k.column()))
+                    .map(|(_, a)| a.get_array_memory_size())
+                    .sum()
+            } else {
+                0
+            };
             let mut add = || -> Result<()> {
                 extract(&key_arrays, sel, n, &mut w.keys);
                 K::hash_batch(&w.keys, ctx.kern, &mut w.hashes);
@@ -355,7 +383,14 @@ where
                 let inputs: Vec<Option<&ArrayRef>> = owned.iter().map(|a| a.as_ref()).collect();
                 // A worker may take any share of the morsels: reserve for all rows not yet
                 // seen (an upper bound; capacity never touched costs address space only).
-                let expect = total_rows.saturating_sub(w.rows_in - n);
+                let mut expect = total_rows.saturating_sub(w.rows_in - n);
+                if K::BORROWS && key_bytes > 0 {
+                    // Scattered rows will be flushed after about this many rows (from this
+                    // morsel's key bytes per row): buffers sized for all rows would hold
+                    // memory in proportion to the table. They are reused after a flush.
+                    let per_flush = retain_limit / (key_bytes / len).max(1);
+                    expect = expect.min(per_flush + per_flush / 8);
+                }
                 if threshold == 0 {
                     w.table.grow_up(scatter, expect, &inputs, &new_accs);
                 }
@@ -366,38 +401,45 @@ where
                 if w.table.size() >= u32::MAX as usize / 2 {
                     return Err(Error::ResourcesExhausted("more than 2^31 groups in one thread".into()));
                 }
-                ctx.query.resize(&mut w.accounted, w.table.memory_size(), w.table.operator())
+                ctx.query.resize(&mut w.accounted, w.table.memory_size(), w.table.operator())?;
+                ctx.query.resize(&mut w.arena_accounted, w.scratch.arena.memory_size(), "GROUP BY string keys")
             };
             let added = add();
-            // No key slice outlives this morsel's arrays unless they are retained below.
+            // Key slices into this morsel's arrays must not outlive them: tables hold arena
+            // copies, scattered rows borrow until flushed, so their morsels are retained.
             w.keys.clear();
-            if ctx.borrows && w.table.size() != groups_before {
-                // New groups (or scattered rows) hold slices of these arrays: keep them
-                // (first, so that even on an error below nothing points to freed bytes).
+            if K::BORROWS && w.table.is_scatter() {
+                // First, so that even on an error below nothing points to freed bytes.
                 w.retained.extend(key_arrays.iter().map(|a| Arc::clone(a)));
-                // Streamed arrays are the query's memory; a resident table's are not.
-                let bytes: usize = ctx
-                    .plan
-                    .keys
-                    .iter()
-                    .zip(&key_arrays)
-                    // Computed keys are always the query's own arrays.
-                    .filter(|(k, _)| matches!(k, ScalarExpr::Computed(_)) || ctx.input.is_streamed(k.column()))
-                    .map(|(_, a)| a.get_array_memory_size())
-                    .sum();
-                ctx.query.grow(bytes, "GROUP BY string keys")?;
-                w.retained_bytes += bytes;
+                ctx.query.grow(key_bytes, "GROUP BY string keys")?;
+                w.retained_bytes += key_bytes;
+                if w.retained_bytes > retain_limit {
+                    w.flushes += 1;
+                    w.table.flush(&mut w.scratch.arena, &new_accs, &mut w.gids)?;
+                    w.retained.clear();
+                    ctx.query.shrink(std::mem::take(&mut w.retained_bytes));
+                    ctx.query.resize(&mut w.accounted, w.table.memory_size(), w.table.operator())?;
+                    ctx.query.resize(&mut w.arena_accounted, w.scratch.arena.memory_size(), "GROUP BY string keys")?;
+                }
             }
             added
         },
     )?;
-    for w in &partials {
-        retained.extend(w.retained.iter().cloned());
-        retained_bytes += w.retained_bytes;
+    let mut partials: Vec<Partial<K>> = Vec::with_capacity(workers.len());
+    let mut arena_bytes = 0;
+    let mut rows_in = 0;
+    let mut partial_flushes = 0;
+    for w in workers {
+        rows_in += w.rows_in;
+        partial_flushes += w.flushes;
+        arena_bytes += w.arena_accounted + w.retained_bytes;
+        arenas.push(w.scratch.arena);
+        retained.extend(w.retained);
+        if !w.table.is_empty() {
+            partials.push(w.table);
+        }
     }
-    let _release = ReleaseOnDrop { query: ctx.query, bytes: retained_bytes };
-    let rows_in: usize = partials.iter().map(|w| w.rows_in).sum();
-    let mut partials: Vec<Partial<K>> = partials.into_iter().map(|w| w.table).filter(|t| !t.is_empty()).collect();
+    let _release = ReleaseOnDrop { query: ctx.query, bytes: arena_bytes };
 
     // Phase 2: final aggregation.
     let total: usize = partials.iter().map(|t| t.size()).sum();
@@ -457,7 +499,7 @@ where
     };
     ctx.query.grow(batch.get_array_memory_size(), "ORDER BY sort of the groups")?;
     let out = order_and_limit(batch, &plan.order, plan.visible)?;
-    Ok((out, Profile { layout: None, groups, two_level, rows_in, hash_table_bytes, ..Profile::default() }))
+    Ok((out, Profile { layout: None, groups, two_level, rows_in, hash_table_bytes, partial_flushes, ..Profile::default() }))
 }
 
 /// Gives back bytes accounted in a query when dropped.

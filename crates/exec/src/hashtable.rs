@@ -89,6 +89,13 @@ impl<K: GroupKey> GroupTable<K> {
     /// New groups have no state until [`GroupTable::sync_accs`].
     #[inline]
     pub(crate) fn find_or_insert(&mut self, key: &K, h: u64) -> u32 {
+        self.find_or_insert_with(key, h, K::clone)
+    }
+
+    /// [`GroupTable::find_or_insert`] storing `store(key)` for a new group (a key that
+    /// borrows the input stores its arena copy, [`GroupKey::persist`]).
+    #[inline]
+    pub(crate) fn find_or_insert_with(&mut self, key: &K, h: u64, store: impl FnOnce(&K) -> K) -> u32 {
         let mask = self.slots.len() - 1;
         let tag = h >> 32;
         let mut i = h as usize & mask;
@@ -108,7 +115,7 @@ impl<K: GroupKey> GroupTable<K> {
         let gid = self.keys.len() as u32;
         self.slots[i] = slot_word(h, gid);
         self.key_heap += key.heap_bytes();
-        self.keys.push(key.clone());
+        self.keys.push(store(key));
         self.hashes.push(h);
         if self.keys.len() * 2 > self.slots.len() {
             self.grow();

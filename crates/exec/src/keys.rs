@@ -14,7 +14,10 @@
 //! `shift_i .. shift_i + width_i` of the integer, holding the value's bit pattern
 //! (two's complement for signed ints, IEEE bits of the canonical float for floats: -0.0 folded
 //! into 0.0, every NaN into one, see `tessera_common::float`).
-//! String keys borrow the input column's bytes: no copy until output.
+//! String keys borrow the input column's bytes while a morsel is worked on; a key that
+//! becomes a group (or a scattered row) is copied into the worker's [`KeyArena`] first, so
+//! no table points into a morsel and morsels are dropped after use: the memory of a string
+//! GROUP BY grows with its groups, not with the rows read.
 
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::*;
@@ -28,6 +31,9 @@ use crate::plan::ScalarExpr;
 
 /// A group key: cloneable, comparable, hashable to 64 bits.
 pub(crate) trait GroupKey: Clone + PartialEq + Send + Sync {
+    /// Whether the key borrows the input's bytes ([`GroupKey::persist`] copies them).
+    const BORROWS: bool = false;
+
     fn hash64(&self) -> u64;
 
     /// `out = keys.map(hash64)`, a batch at a time with the query's kernel family (equal
@@ -48,6 +54,67 @@ pub(crate) trait GroupKey: Clone + PartialEq + Send + Sync {
     #[inline(always)]
     fn heap_bytes(&self) -> usize {
         0
+    }
+
+    /// The key to store in a table or radix buffer that outlives the current morsel: the
+    /// key itself, or for keys that borrow the input, a copy of the borrowed bytes in `arena`.
+    ///
+    /// # Safety
+    /// The returned key may point into `arena`: the caller must not use it (or a clone)
+    /// after `arena` is dropped.
+    #[inline(always)]
+    unsafe fn persist(&self, _arena: &mut KeyArena) -> Self {
+        self.clone()
+    }
+}
+
+/// Append-only byte arena for string group keys (ClickHouse's `Arena` behind its string
+/// hash tables): a new group's key bytes are copied here once, so the hash table does not
+/// keep the input's morsels alive. Chunks are allocated at their final capacity and never
+/// reallocated, so a copy stays at its address until the arena is dropped; moving the arena
+/// moves no bytes. Chunks double from 64 KiB to 1 MiB; a longer key gets its own chunk.
+#[derive(Debug, Default)]
+pub(crate) struct KeyArena {
+    chunks: Vec<Vec<u8>>,
+    /// Capacity of all chunks, in bytes.
+    bytes: usize,
+}
+
+impl KeyArena {
+    const MIN_CHUNK: usize = 64 << 10;
+    const MAX_CHUNK: usize = 1 << 20;
+
+    /// Bytes allocated by the arena (capacity of its chunks).
+    pub(crate) fn memory_size(&self) -> usize {
+        self.bytes
+    }
+
+    /// Copies `b` into the arena and returns the copy with any lifetime.
+    ///
+    /// # Safety
+    /// The caller must not use the returned slice after the arena is dropped.
+    #[inline]
+    pub(crate) unsafe fn copy<'a>(&mut self, b: &[u8]) -> &'a [u8] {
+        if b.is_empty() {
+            return &[];
+        }
+        let fits = self.chunks.last().is_some_and(|c| c.capacity() - c.len() >= b.len());
+        if !fits {
+            let next = self.chunks.last().map_or(Self::MIN_CHUNK, |c| (c.capacity() * 2).min(Self::MAX_CHUNK));
+            let chunk: Vec<u8> = Vec::with_capacity(next.max(b.len()));
+            self.bytes += chunk.capacity();
+            self.chunks.push(chunk);
+        }
+        let chunk = self.chunks.last_mut().expect("a chunk with room was just ensured");
+        let start = chunk.len();
+        // Never past the capacity (checked above), so the chunk's buffer is not reallocated.
+        chunk.extend_from_slice(b);
+        let copy = &chunk[start..];
+        // SAFETY: the bytes live in the chunk's heap buffer, which is never reallocated
+        // (every append fits its capacity) nor freed before the arena is dropped, and moving
+        // the arena or its `chunks` vector does not move it; the caller promises not to use
+        // the slice after the arena is dropped.
+        unsafe { std::slice::from_raw_parts(copy.as_ptr(), copy.len()) }
     }
 }
 
@@ -90,6 +157,7 @@ impl GroupKey for u128 {
     }
 }
 impl GroupKey for &[u8] {
+    const BORROWS: bool = true;
     #[inline]
     fn hash64(&self) -> u64 {
         hash_bytes(self)
@@ -101,8 +169,14 @@ impl GroupKey for &[u8] {
     fn key_eq(&self, other: &Self) -> bool {
         bytes_eq(self, other)
     }
+    #[inline(always)]
+    unsafe fn persist(&self, arena: &mut KeyArena) -> Self {
+        // SAFETY: the caller's contract (not used after `arena` is dropped) is `copy`'s.
+        unsafe { arena.copy(self) }
+    }
 }
 impl GroupKey for (u128, &[u8]) {
+    const BORROWS: bool = true;
     #[inline]
     fn hash64(&self) -> u64 {
         let hs = hash_bytes(self.1) as u128;
@@ -127,6 +201,11 @@ impl GroupKey for (u128, &[u8]) {
     #[inline(always)]
     fn key_eq(&self, other: &Self) -> bool {
         self.0 == other.0 && bytes_eq(self.1, other.1)
+    }
+    #[inline(always)]
+    unsafe fn persist(&self, arena: &mut KeyArena) -> Self {
+        // SAFETY: the caller's contract (not used after `arena` is dropped) is `copy`'s.
+        (self.0, unsafe { arena.copy(self.1) })
     }
 }
 impl GroupKey for Box<[u8]> {
@@ -227,8 +306,9 @@ pub(crate) fn choose_layout(
 /// Reads the key values of one morsel: `arrs[k]` is the morsel's array of key `k`'s column.
 ///
 /// `'a` is the lifetime string keys (`&'a [u8]`) are handed out with: the bytes belong to
-/// the morsel's arrays, which the aggregation keeps alive (in its `retained` list) for as
-/// long as any key taken from them is in a table or buffer (see `aggregate::run`).
+/// the morsel's arrays, and the aggregation uses such a key only while the morsel is
+/// worked on; what a table or radix buffer keeps is the key's copy in a [`KeyArena`]
+/// ([`GroupKey::persist`]; see `aggregate::run`).
 pub(crate) struct KeyReader<'a> {
     pub(crate) specs: Vec<KeySpec>,
     /// The query's kernel family.
@@ -286,25 +366,18 @@ impl<'a> KeyReader<'a> {
         self.specs.iter().position(|s| s.width == 0).expect("layout has a string key")
     }
 
-    /// Whether keys of this layout borrow the input's bytes (a string key, not serialized):
-    /// the morsel's arrays must then outlive the keys taken from them.
-    pub(crate) fn borrows(&self, layout: Layout) -> bool {
-        matches!(layout, Layout::Str | Layout::FixedStr)
-    }
-
     /// The string values of key `k` for the selected rows, with the reader's lifetime.
     ///
-    /// The slices point into `arrs[k]`'s value buffer; the caller keeps that array alive
-    /// (or drops every slice taken) before the array is dropped.
+    /// The slices point into `arrs[k]`'s value buffer; the caller drops every slice taken
+    /// before the array is dropped.
     fn strings(&self, k: usize, arrs: &[&ArrayRef], sel: Option<&[u32]>, out: &mut Vec<&'a [u8]>) {
         let (offsets, data) = string_parts(arrs[k]);
         // SAFETY: `data` lives in an Arrow buffer on the heap, owned (shared) by `arrs[k]`;
         // moving or cloning the `ArrayRef` never moves it. `aggregate::run` (the only
-        // caller, through the extractors) keeps a clone of every array whose bytes a table
-        // or radix buffer still references in its `retained` list, declared before the
-        // tables and dropped after them, and clears its key scratch vector before dropping
-        // an array it does not retain; so no slice with lifetime `'a` is used after its
-        // buffer is freed.
+        // caller, through the extractors) holds the key arrays of the morsel while it uses
+        // these slices, stores only their arena copies ([`GroupKey::persist`]) in tables and
+        // radix buffers, and clears its key scratch vector before the arrays are dropped;
+        // so no slice with lifetime `'a` is used after its buffer is freed.
         let data: &'a [u8] = unsafe { std::slice::from_raw_parts(data.as_ptr(), data.len()) };
         let get = |i: usize| &data[offsets[i] as usize..offsets[i + 1] as usize];
         match sel {

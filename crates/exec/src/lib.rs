@@ -18,6 +18,7 @@ mod hashtable;
 mod keys;
 mod morsel;
 mod partial;
+mod prewhere;
 pub mod plan;
 pub mod pool;
 pub mod prune;
@@ -49,6 +50,9 @@ pub struct Profile {
     /// Morsels whose WHERE columns were read and no row passed, so the query's other
     /// columns were not read for them (PREWHERE).
     pub morsels_skipped: usize,
+    /// Times a GROUP BY worker aggregated its scattered rows early to release the streamed
+    /// morsels their string keys borrowed (see `aggregate::scatter_retained_bytes`).
+    pub partial_flushes: usize,
 }
 
 /// Runs `plan` with `settings` on a pool from `pools`; returns the answer as one batch.

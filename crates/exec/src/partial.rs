@@ -24,7 +24,7 @@ use tessera_common::{Error, Result};
 use crate::accum::Accumulator;
 use crate::context::QueryContext;
 use crate::hashtable::{GroupTable, PARTITIONS, partition_of};
-use crate::keys::GroupKey;
+use crate::keys::{GroupKey, KeyArena};
 
 /// Aggregate input values of scattered rows, in their native width (dates as Int32 days,
 /// timestamps as Int64 seconds: the accumulators keep the logical type).
@@ -90,10 +90,15 @@ macro_rules! raw_vals {
                 }
             }
 
-            fn into_array(self) -> Option<ArrayRef> {
+            /// A copy of the values as an array; the values are cleared (capacity kept).
+            fn drain_to_array(&mut self) -> Option<ArrayRef> {
                 match self {
                     RawVals::None => None,
-                    $(RawVals::$variant(v) => Some(Arc::new(PrimitiveArray::<$arrow>::from(v)) as ArrayRef),)*
+                    $(RawVals::$variant(v) => {
+                        let a = PrimitiveArray::<$arrow>::from_iter_values(v.iter().copied());
+                        v.clear();
+                        Some(Arc::new(a) as ArrayRef)
+                    })*
                 }
             }
         }
@@ -128,6 +133,26 @@ impl<K> Scattered<K> {
         self.keys.len()
     }
 
+    /// Aggregates the rows into `t` (keys stored with `store`) and clears them, keeping the
+    /// buffers' capacity.
+    fn drain_into(&mut self, t: &mut GroupTable<K>, gids: &mut Vec<u32>, mut store: impl FnMut(&K) -> K) -> Result<()>
+    where
+        K: GroupKey,
+    {
+        gids.clear();
+        for (k, &h) in self.keys.iter().zip(&self.hashes) {
+            gids.push(t.find_or_insert_with(k, h, &mut store));
+        }
+        t.sync_accs();
+        for (acc, vals) in t.accs.iter_mut().zip(&mut self.vals) {
+            acc.update(gids, vals.drain_to_array().as_ref(), None)?;
+        }
+        self.keys.clear();
+        self.hashes.clear();
+        self.key_heap = 0;
+        Ok(())
+    }
+
     /// Bytes reserved for keys (inline part and heap), hashes and values.
     fn memory_size(&self) -> usize {
         self.keys.capacity() * std::mem::size_of::<K>()
@@ -143,8 +168,10 @@ pub(crate) enum Partial<K> {
     Single(GroupTable<K>),
     /// One table per radix partition.
     Two(Vec<GroupTable<K>>),
-    /// A frozen pre-aggregation table plus raw rows per radix partition.
-    Scatter { frozen: GroupTable<K>, parts: Vec<Scattered<K>> },
+    /// A frozen pre-aggregation table plus raw rows per radix partition. After the first
+    /// [`Partial::flush`], `flushed` holds one table per radix partition (the frozen table's
+    /// groups and the flushed rows) and `frozen` is empty.
+    Scatter { frozen: GroupTable<K>, parts: Vec<Scattered<K>>, flushed: Vec<GroupTable<K>> },
 }
 
 impl<K: GroupKey> Partial<K> {
@@ -153,7 +180,9 @@ impl<K: GroupKey> Partial<K> {
         match self {
             Partial::Single(t) => t.len() == 0,
             Partial::Two(parts) => parts.iter().all(|t| t.len() == 0),
-            Partial::Scatter { frozen, parts } => frozen.len() == 0 && parts.iter().all(|p| p.len() == 0),
+            Partial::Scatter { frozen, parts, flushed } => {
+                frozen.len() == 0 && parts.iter().all(|p| p.len() == 0) && flushed.iter().all(|t| t.len() == 0)
+            }
         }
     }
 
@@ -162,7 +191,9 @@ impl<K: GroupKey> Partial<K> {
         match self {
             Partial::Single(t) => t.len(),
             Partial::Two(parts) => parts.iter().map(|t| t.len()).sum(),
-            Partial::Scatter { frozen, parts } => frozen.len() + parts.iter().map(|p| p.len()).sum::<usize>(),
+            Partial::Scatter { frozen, parts, flushed } => {
+                frozen.len() + parts.iter().map(|p| p.len()).sum::<usize>() + flushed.iter().map(|t| t.len()).sum::<usize>()
+            }
         }
     }
 
@@ -171,8 +202,10 @@ impl<K: GroupKey> Partial<K> {
         match self {
             Partial::Single(t) => t.memory_size(),
             Partial::Two(parts) => parts.iter().map(|t| t.memory_size()).sum(),
-            Partial::Scatter { frozen, parts } => {
-                frozen.memory_size() + parts.iter().map(|p| p.memory_size()).sum::<usize>()
+            Partial::Scatter { frozen, parts, flushed } => {
+                frozen.memory_size()
+                    + parts.iter().map(|p| p.memory_size()).sum::<usize>()
+                    + flushed.iter().map(|t| t.memory_size()).sum::<usize>()
             }
         }
     }
@@ -210,10 +243,34 @@ impl<K: GroupKey> Partial<K> {
                     vals: inputs.iter().map(|i| RawVals::empty_like(*i, per_part)).collect(),
                 })
                 .collect();
-            Partial::Scatter { frozen: t, parts }
+            Partial::Scatter { frozen: t, parts, flushed: Vec::new() }
         } else {
             Partial::Two(t.split(new_accs))
         };
+    }
+
+    /// Whether raw rows are scattered (their keys borrow the morsels they came from).
+    pub(crate) fn is_scatter(&self) -> bool {
+        matches!(self, Partial::Scatter { .. })
+    }
+
+    /// Aggregates the scattered rows into per-partition tables (the first time, the frozen
+    /// table is split into them), a partition at a time so each table is cache-sized while
+    /// its rows go in, and copies their new keys into `arena`: afterwards no key of this
+    /// partial points into a morsel. Does nothing unless scattering.
+    /// Pre-aggregation on flush bounds a string GROUP BY's memory by its groups instead of
+    /// its rows (DuckDB's radix-partitioned aggregation also aggregates partitioned data
+    /// before it grows unbounded).
+    pub(crate) fn flush(&mut self, arena: &mut KeyArena, new_accs: &impl Fn() -> Vec<Accumulator>, gids: &mut Vec<u32>) -> Result<()> {
+        let Partial::Scatter { frozen, parts, flushed } = self else { return Ok(()) };
+        if flushed.is_empty() {
+            *flushed = std::mem::replace(frozen, GroupTable::new(new_accs(), 0)).split(new_accs);
+        }
+        for (t, r) in flushed.iter_mut().zip(parts.iter_mut()) {
+            // SAFETY: the worker's arena outlives its tables (`aggregate::run`).
+            r.drain_into(t, gids, |k| unsafe { k.persist(arena) })?;
+        }
+        Ok(())
     }
 
     /// Adds the selected rows of a morsel: `keys[i]`/`hashes[i]` belong to input row
@@ -229,8 +286,10 @@ impl<K: GroupKey> Partial<K> {
         match self {
             Partial::Single(t) => {
                 scratch.gids.clear();
+                let arena = &mut scratch.arena;
                 for (k, &h) in keys.iter().zip(hashes) {
-                    scratch.gids.push(t.find_or_insert(k, h));
+                    // SAFETY: the worker's arena outlives its tables (`aggregate::run`).
+                    scratch.gids.push(t.find_or_insert_with(k, h, |k| unsafe { k.persist(arena) }));
                 }
                 t.sync_accs();
                 for (acc, input) in t.accs.iter_mut().zip(inputs) {
@@ -252,7 +311,9 @@ impl<K: GroupKey> Partial<K> {
                     scratch.rows.clear();
                     for &i in bucket {
                         let i = i as usize;
-                        scratch.gids.push(t.find_or_insert(&keys[i], hashes[i]));
+                        // SAFETY: the worker's arena outlives its tables (`aggregate::run`).
+                        let arena = &mut scratch.arena;
+                        scratch.gids.push(t.find_or_insert_with(&keys[i], hashes[i], |k| unsafe { k.persist(arena) }));
                         scratch.rows.push(sel.map_or(i as u32, |s| s[i]));
                     }
                     t.sync_accs();
@@ -267,6 +328,8 @@ impl<K: GroupKey> Partial<K> {
                 for ((k, &h), &p) in keys.drain(..).zip(hashes).zip(&scratch.pids) {
                     let part = &mut parts[p as usize];
                     part.key_heap += k.heap_bytes();
+                    // Borrowed keys point into the morsel, which the aggregation keeps
+                    // until these rows are flushed ([`Partial::flush`]) or final.
                     part.keys.push(k);
                     part.hashes.push(h);
                 }
@@ -279,9 +342,12 @@ impl<K: GroupKey> Partial<K> {
     }
 }
 
-/// Reusable per-worker buffers.
+/// Reusable per-worker buffers, and the worker's key arena.
 #[derive(Default)]
 pub(crate) struct Scratch {
+    /// Copies of the string keys this worker's tables and radix buffers hold; must outlive
+    /// them and every table they are merged into.
+    pub(crate) arena: KeyArena,
     gids: Vec<u32>,
     /// Radix partition of each selected row (scatter).
     pids: Vec<u8>,
@@ -315,7 +381,11 @@ pub(crate) fn finalize_partitioned<K: GroupKey>(
         .map(|p| match p {
             Partial::Single(t) => (t.split(new_accs), None),
             Partial::Two(parts) => (parts, None),
-            Partial::Scatter { frozen, parts } => (frozen.split(new_accs), Some(parts)),
+            Partial::Scatter { frozen, parts, flushed } if !flushed.is_empty() => {
+                debug_assert_eq!(frozen.len(), 0);
+                (flushed, Some(parts))
+            }
+            Partial::Scatter { frozen, parts, .. } => (frozen.split(new_accs), Some(parts)),
         })
         .collect();
     let mut inputs: Vec<PartitionInput<K>> =
@@ -358,15 +428,10 @@ pub(crate) fn finalize_partitioned<K: GroupKey>(
                 GroupTable::new(new_accs(), rows)
             };
             let mut gids = Vec::new();
-            for r in input.rows {
-                gids.clear();
-                for (k, &h) in r.keys.iter().zip(&r.hashes) {
-                    gids.push(f.find_or_insert(k, h));
-                }
-                f.sync_accs();
-                for (acc, vals) in f.accs.iter_mut().zip(r.vals) {
-                    acc.update(&gids, vals.into_array().as_ref(), None)?;
-                }
+            for mut r in input.rows {
+                // Keys that borrow a morsel stay valid: the aggregation keeps the morsels
+                // of unflushed rows until the final tables are dropped.
+                r.drain_into(&mut f, &mut gids, K::clone)?;
             }
             for t in &input.tables {
                 f.merge_from(t);

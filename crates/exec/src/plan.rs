@@ -373,7 +373,7 @@ impl Plan {
     }
 }
 
-fn predicate_columns(p: &Predicate, out: &mut Vec<usize>) {
+pub(crate) fn predicate_columns(p: &Predicate, out: &mut Vec<usize>) {
     match p {
         Predicate::Cmp { column, .. } => out.push(*column),
         Predicate::CmpColumns { left, right, .. } => out.extend([*left, *right]),

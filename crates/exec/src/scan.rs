@@ -21,8 +21,8 @@ use tessera_common::{Result, Settings};
 use crate::Profile;
 use crate::aggregate::order_and_limit;
 use crate::context::QueryContext;
-use crate::filter::{evaluate, selection};
 use crate::morsel::Input;
+use crate::prewhere::Prewhere;
 use crate::plan::{OrderLimit, Plan, ScalarExpr, ScanPlan, SortKey};
 use crate::pool::run_morsels;
 
@@ -81,7 +81,7 @@ fn run(
     let all_cols = schema.fields().len();
     let kern = settings.kernels()?;
     // PREWHERE: the filter's columns first; the outputs only for morsels with a row left.
-    let filter_cols = Plan::Scan(plan.clone()).filter_columns();
+    let prewhere = Prewhere::new(plan.filter.as_ref(), plan.table.schema());
     let mut output_cols: Vec<usize> = Vec::new();
     for (_, e) in &plan.output {
         match e {
@@ -123,11 +123,7 @@ fn run(
             }
             let len = chunk_lens[m];
             let mut mcols = input.morsel();
-            input.read(m, &filter_cols, &mut mcols)?;
-            let sel = match &plan.filter {
-                Some(f) => selection(&evaluate(f, &mcols.cols, len, kern)?, kern),
-                None => None,
-            };
+            let sel = prewhere.select(input, m, len, &mut mcols, kern)?;
             if sel.as_ref().is_some_and(|s| s.is_empty()) {
                 passed_in[m].store(0, Ordering::Release);
                 input.skip();

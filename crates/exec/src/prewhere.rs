@@ -1,0 +1,181 @@
+//! PREWHERE by condition: the WHERE clause's conjuncts evaluated one at a time, cheapest
+//! first, each reading its columns only for morsels where a row is still in, and evaluated
+//! only on the rows still in when they are few.
+//!
+//! ClickHouse moves the conditions of a WHERE to PREWHERE and orders them so that cheap,
+//! selective conditions run first (`optimize_move_to_prewhere`, and the per-step
+//! `PREWHERE` chain of its MergeTree reader); DuckDB reorders filter conjuncts by a cost
+//! estimate (`ExpressionHeuristics`). Here a conjunct's cost class comes from its shape and
+//! the types of its columns ([`cost`]); ties keep the written order.
+//!
+//! `WHERE a AND b` keeps a row iff every conjunct is TRUE (FALSE and UNKNOWN both drop it),
+//! so the order changes only the work, not the answer; a conjunct that would fail on a row
+//! (an expression error) is not evaluated on rows an earlier conjunct dropped, as in
+//! ClickHouse's short-circuit evaluation.
+
+use arrow::array::{ArrayRef, UInt32Array};
+use arrow::datatypes::{DataType, Schema};
+use tessera_common::Result;
+use tessera_kernels::Kernels;
+
+use crate::filter::{Selection, evaluate, selection};
+use crate::morsel::{Input, MorselColumns};
+use crate::plan::{Predicate, predicate_columns};
+
+/// Below this share of a morsel's rows still in, a conjunct is evaluated on those rows only
+/// (gathered), above it on the whole morsel (no gather).
+const GATHER_BELOW: f64 = 0.25;
+
+/// One conjunct and the columns it reads (ascending).
+#[derive(Debug)]
+struct Step {
+    pred: Predicate,
+    cols: Vec<usize>,
+}
+
+/// The WHERE clause of a query as ordered PREWHERE steps.
+#[derive(Debug, Default)]
+pub(crate) struct Prewhere {
+    steps: Vec<Step>,
+}
+
+/// Relative cost per row of evaluating `p` over columns of `schema`: 0 fixed-width
+/// comparisons, 1 string comparisons (equality, emptiness), 2 general expressions,
+/// 3 LIKE (a substring search per row). A compound costs its most expensive part.
+fn cost(p: &Predicate, schema: &Schema) -> u8 {
+    let is_string = |c: usize| {
+        matches!(
+            schema.fields().get(c).map(|f| f.data_type()),
+            Some(DataType::Utf8 | DataType::Binary | DataType::LargeUtf8 | DataType::LargeBinary | DataType::Utf8View)
+        )
+    };
+    match p {
+        Predicate::Const(_) => 0,
+        Predicate::Cmp { column, .. } => u8::from(is_string(*column)),
+        Predicate::CmpColumns { left, right, .. } => u8::from(is_string(*left) || is_string(*right)),
+        Predicate::Not(p) => cost(p, schema),
+        Predicate::And(ps) | Predicate::Or(ps) => ps.iter().map(|p| cost(p, schema)).max().unwrap_or(0),
+        Predicate::Expr(_) => 2,
+        Predicate::Like { .. } => 3,
+    }
+}
+
+impl Prewhere {
+    /// The steps of `filter` over a table of `schema`: its top-level conjuncts (nested ANDs
+    /// flattened), cheapest first.
+    pub(crate) fn new(filter: Option<&Predicate>, schema: &Schema) -> Self {
+        fn flatten(p: &Predicate, out: &mut Vec<Predicate>) {
+            match p {
+                Predicate::And(ps) => ps.iter().for_each(|p| flatten(p, out)),
+                p => out.push(p.clone()),
+            }
+        }
+        let mut conjuncts = Vec::new();
+        if let Some(f) = filter {
+            flatten(f, &mut conjuncts);
+        }
+        let mut steps: Vec<Step> = conjuncts
+            .into_iter()
+            .map(|pred| {
+                let mut cols = Vec::new();
+                predicate_columns(&pred, &mut cols);
+                cols.sort_unstable();
+                cols.dedup();
+                Step { pred, cols }
+            })
+            .collect();
+        // Stable: equal costs keep the written order.
+        steps.sort_by_key(|s| cost(&s.pred, schema));
+        Prewhere { steps }
+    }
+
+    /// Reads the WHERE columns of morsel `m` (`len` rows) into `mcols` step by step and
+    /// returns the rows where the whole WHERE is TRUE (`None`: every row). Stops as soon as
+    /// no row is left, so later steps' columns are not read for that morsel.
+    ///
+    /// # Errors
+    /// Errors of reading the columns ([`Input::read`]) or of evaluating a conjunct.
+    pub(crate) fn select(
+        &self,
+        input: &Input<'_>,
+        m: usize,
+        len: usize,
+        mcols: &mut MorselColumns<'_>,
+        kern: &Kernels,
+    ) -> Result<Selection> {
+        let mut sel: Selection = None;
+        for step in &self.steps {
+            input.read(m, &step.cols, mcols)?;
+            sel = match sel {
+                None => selection(&evaluate(&step.pred, &mcols.cols, len, kern)?, kern),
+                Some(rows) if (rows.len() as f64) < GATHER_BELOW * len as f64 => {
+                    // Few rows left: gather the step's columns at them and evaluate there.
+                    let idx = UInt32Array::from(rows.clone());
+                    let mut gathered: Vec<Option<ArrayRef>> = vec![None; mcols.cols.len()];
+                    for &c in &step.cols {
+                        gathered[c] = Some(arrow::compute::take(mcols.get(c)?, &idx, None)?);
+                    }
+                    let bits = evaluate(&step.pred, &gathered, rows.len(), kern)?;
+                    Some(rows.iter().zip(bits.iter()).filter(|(_, b)| *b).map(|(&r, _)| r).collect())
+                }
+                Some(rows) => {
+                    let bits = evaluate(&step.pred, &mcols.cols, len, kern)?;
+                    Some(rows.into_iter().filter(|&r| bits.value(r as usize)).collect())
+                }
+            };
+            if sel.as_ref().is_some_and(|s| s.is_empty()) {
+                break;
+            }
+        }
+        Ok(sel)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{Int32Array, StringArray};
+    use arrow::datatypes::Field;
+    use tessera_common::Table;
+    use tessera_kernels::CmpOp;
+
+    use super::*;
+    use crate::context::{CancelToken, QueryContext};
+    use crate::plan::{LikePattern, Value};
+
+    fn schema() -> Schema {
+        Schema::new(vec![Field::new("n", DataType::Int32, true), Field::new("s", DataType::Utf8, true)])
+    }
+
+    /// The conjuncts of `WHERE s LIKE '%b%' AND s <> '' AND n > k` (NULLs included), run
+    /// step by step (gathered or not), keep exactly the rows the whole WHERE keeps.
+    #[test]
+    fn steps_cheapest_first_and_same_rows_as_the_whole_where() {
+        let like = Predicate::Like { column: 1, pattern: LikePattern::Contains(b"b".to_vec()) };
+        let ne = Predicate::Cmp { column: 1, op: CmpOp::NotEq, value: Value::Bytes(Vec::new()) };
+        let kern = Kernels::scalar();
+        let len = 1000;
+        let n: Int32Array = (0..len).map(|i| (i % 7 != 3).then_some((i * 37 % 101) as i32)).collect();
+        let s: StringArray =
+            (0..len).map(|i| (i % 11 != 5).then(|| ["", "abc", "xyz", "bb", "a"][i * 13 % 5].to_string())).collect();
+        let schema = Arc::new(schema());
+        let table = Table::from_columns("t", schema.clone(), vec![vec![Arc::new(n)], vec![Arc::new(s)]]).unwrap();
+        let query = QueryContext::new(0, CancelToken::new());
+        let input = Input::open(&table, &[0, 1], &query).unwrap();
+        // Thresholds from "keeps almost all" (no gather) to "keeps few" (gather).
+        for k in [-1, 50, 95, 200] {
+            let gt = Predicate::Cmp { column: 0, op: CmpOp::Gt, value: Value::Int(k) };
+            let filter = Predicate::And(vec![like.clone(), Predicate::And(vec![ne.clone(), gt.clone()])]);
+            let pw = Prewhere::new(Some(&filter), &schema);
+            let order: Vec<&Predicate> = pw.steps.iter().map(|s| &s.pred).collect();
+            assert_eq!(order, vec![&gt, &ne, &like]);
+            let mut mcols = input.morsel();
+            let got = pw.select(&input, 0, len, &mut mcols, kern).unwrap();
+            let mut all = input.morsel();
+            input.read(0, &[0, 1], &mut all).unwrap();
+            let want = selection(&evaluate(&filter, &all.cols, len, kern).unwrap(), kern);
+            assert_eq!(got, want, "n > {k}");
+        }
+    }
+}
