@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tessera vs DuckDB vs chDB on the same ClickBench `hits` Parquet file, in one run.
+"""Tessera vs DuckDB vs chDB vs DataFusion on the same ClickBench `hits` Parquet file, in one run.
 
 Each engine runs in its own subprocess, one after the other, with the same methodology
 (ClickBench's): load the table first (load time reported apart), then per query one
@@ -17,7 +17,14 @@ DuckDB connection with a cursor per client, one chDB session, one Tessera `Datab
 `tessera bench --mode throughput`) and send the queries round robin until the duration
 is over; QPS = queries completed / wall seconds, with latency p50/p90/p99.
 
-See benches/README.md. Python 3.11, stdlib + `duckdb` + `chdb` (pip install duckdb chdb).
+DataFusion (the `datafusion` Python bindings) loads the file into an in-memory table (`CREATE
+TABLE hits AS SELECT * FROM` the registered Parquet file) with `target_partitions` = threads
+and identifier normalization off (the official queries spell columns in CamelCase,
+unquoted); a query DataFusion rejects is listed as unsupported for it. No throughput mode
+for DataFusion.
+
+See benches/README.md. Python 3.11, stdlib + `duckdb` + `chdb` + `datafusion`
+(pip install duckdb chdb datafusion).
 """
 
 from __future__ import annotations
@@ -43,8 +50,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 QUERIES_FILE = REPO / "datasets" / "clickbench" / "queries.sql"
-ENGINES = ("tessera", "duckdb", "chdb")
-LABEL = {"tessera": "Tessera", "duckdb": "DuckDB", "chdb": "chDB"}
+ENGINES = ("tessera", "duckdb", "chdb", "datafusion")
+PEERS = ENGINES[1:]
+LABEL = {"tessera": "Tessera", "duckdb": "DuckDB", "chdb": "chDB", "datafusion": "DataFusion"}
 
 
 def log(msg: str) -> None:
@@ -292,6 +300,76 @@ def child_duckdb(args) -> dict:
     }
 
 
+def child_datafusion(args) -> dict:
+    import datafusion
+    from datafusion import SessionConfig, SessionContext
+
+    baseline = vm_hwm_bytes()
+    cfg = (
+        SessionConfig()
+        .with_target_partitions(args.threads)
+        .set("datafusion.sql_parser.enable_ident_normalization", "false")
+        .set("datafusion.execution.parquet.binary_as_string", "true")
+    )
+    ctx = SessionContext(cfg)
+    ctx.register_parquet("hits_file", args.file)
+    fields = ctx.table("hits_file").schema()
+    cols = []
+    for f in fields:
+        t = str(f.type)
+        if f.name == "EventTime" and t.startswith(("int", "uint")):
+            cols.append('to_timestamp_seconds("EventTime") AS "EventTime"')
+        elif f.name == "EventDate" and t.startswith(("int", "uint")):
+            cols.append('CAST(CAST("EventDate" AS INT) AS DATE) AS "EventDate"')
+        else:
+            cols.append(f'"{f.name}"')
+    t = time.perf_counter()
+    ctx.sql(f"CREATE TABLE hits AS SELECT {', '.join(cols)} FROM hits_file").collect()
+    load_seconds = time.perf_counter() - t
+    table_rows = ctx.sql("SELECT COUNT(*) AS c FROM hits").to_pylist()[0]["c"]
+    log(f"[datafusion] loaded {table_rows} rows x {len(cols)} columns in {load_seconds:.2f} s")
+
+    def rows_of(sql):
+        df = ctx.sql(sql)
+        names = df.schema().names
+        return names, [[r[n] for n in names] for r in df.to_pylist()]
+
+    all_sql = load_queries()
+    results, unsupported = [], {}
+    for q in args.query_list:
+        sql = strip_semicolon(all_sql[q - 1])
+        try:
+            columns, rows = rows_of(sql)  # warm-up; its answer is the one checked
+        except Exception as ex:  # planning or execution error: not comparable
+            unsupported[str(q)] = f"DataFusion: {str(ex).splitlines()[0][:200]}"
+            log(f"[datafusion] Q{q:<3} unsupported: {unsupported[str(q)]}")
+            continue
+        times = []
+        for _ in range(args.runs):
+            t = time.perf_counter()
+            ctx.sql(sql).collect()
+            times.append(time.perf_counter() - t)
+        r = {"query": q, "sql": sql, "result_rows": len(rows), **summarize(times)}
+        r["columns"] = columns
+        r["rows"] = norm_rows(rows)
+        log(f"[datafusion] Q{q:<3} mean {r['mean_seconds']:.4f} s  min {r['min_seconds']:.4f} s  rows {len(rows)}")
+        results.append(r)
+    if args.mode == "throughput":
+        log("[datafusion] no throughput mode: latency runs only")
+    return {
+        "throughput": None,
+        "engine": "datafusion",
+        "version": datafusion.__version__,
+        "load_method": "in-memory table; CREATE TABLE hits AS SELECT * FROM the registered Parquet file (all columns)",
+        "load_seconds": load_seconds,
+        "table_rows": table_rows,
+        "queries": results,
+        "unsupported": unsupported,
+        "baseline_rss_bytes": baseline,
+        "peak_rss_bytes": vm_hwm_bytes(),
+    }
+
+
 def child_chdb(args) -> dict:
     from chdb import session as chs
     import chdb
@@ -389,7 +467,7 @@ def child_chdb(args) -> dict:
 
 def child_main(args) -> int:
     args.query_list = [int(x) for x in args.queries.split(",") if x.strip()]
-    fn = {"duckdb": child_duckdb, "chdb": child_chdb}[args.child]
+    fn = {"duckdb": child_duckdb, "chdb": child_chdb, "datafusion": child_datafusion}[args.child]
     out = fn(args)
     with open(args.child_out, "w") as f:
         json.dump(out, f)
@@ -782,18 +860,34 @@ def report(res: dict, markdown: bool) -> str:
         r = eng.get(e)
         return r.get(k) if r and "queries" in r else None
 
-    headers = ["Query", "Tessera mean", "DuckDB mean", "chDB mean", "Tessera/DuckDB", "Tessera/chDB"]
+    shown = [e for e in ENGINES if e in eng]
+    peers = [e for e in shown if e != "tessera"]
+
+    def best(vals):
+        vals = [v for v in vals if v is not None]
+        return min(vals) if vals else None
+
+    headers = (["Query"] + [f"{LABEL[e]} mean" for e in shown] + [f"Tessera/{LABEL[e]}" for e in peers]
+               + (["Tessera/best"] if len(peers) > 1 else []))
     rows = []
+
+    def row(label, vals, fmt=fmt_s, ratios=True):
+        t = vals.get("tessera")
+        r = [label] + [fmt(vals.get(e)) for e in shown]
+        if ratios:
+            r += [fmt_ratio(t, vals.get(e)) for e in peers]
+            if len(peers) > 1:
+                r.append(fmt_ratio(t, best(vals.get(e) for e in peers)))
+        else:
+            r += [""] * (len(peers) + (len(peers) > 1))
+        rows.append(r)
+
     for q in queries:
-        t, d, c = qmean("tessera", q), qmean("duckdb", q), qmean("chdb", q)
-        rows.append([f"Q{q}", fmt_s(t), fmt_s(d), fmt_s(c), fmt_ratio(t, d), fmt_ratio(t, c)])
-    t, d, c = total("tessera"), total("duckdb"), total("chdb")
+        row(f"Q{q}", {e: qmean(e, q) for e in shown})
     total_label = "Total (sum of means)" if common == queries else f"Total (sum of means, {len(common)} common queries)"
-    rows.append([total_label, fmt_s(t), fmt_s(d), fmt_s(c), fmt_ratio(t, d), fmt_ratio(t, c)])
-    lt, ld, lc = (field(e, "load_seconds") for e in ENGINES)
-    rows.append(["Load (s, apart)", fmt_s(lt), fmt_s(ld), fmt_s(lc), "", ""])
-    pt, pd, pc = (field(e, "peak_rss_bytes") for e in ENGINES)
-    rows.append(["Peak RSS (VmHWM)", mib(pt), mib(pd), mib(pc), fmt_ratio(pt, pd), fmt_ratio(pt, pc)])
+    row(total_label, {e: total(e) for e in shown})
+    row("Load (s, apart)", {e: field(e, "load_seconds") for e in shown}, ratios=False)
+    row("Peak RSS (VmHWM)", {e: field(e, "peak_rss_bytes") for e in shown}, fmt=mib)
 
     m = res["machine"]
     a = res["args"]
@@ -841,7 +935,7 @@ def report(res: dict, markdown: bool) -> str:
         tr = eng["tessera"]
         notes.append(f"Tessera build: {tr.get('version', '?')}; kernels: {tr.get('simd_level', '?')}; "
                      f"CPU SIMD: {','.join(tr.get('machine', {}).get('simd_available', []))}.")
-    base = [f"{LABEL[e]} {mib(eng[e].get('baseline_rss_bytes'))}" for e in ("duckdb", "chdb")
+    base = [f"{LABEL[e]} {mib(eng[e].get('baseline_rss_bytes'))}" for e in PEERS
             if e in eng and "queries" in eng[e]]
     if base:
         notes.append("Peak RSS is each engine process's own VmHWM; the Python children include the interpreter "
@@ -854,7 +948,7 @@ def report(res: dict, markdown: bool) -> str:
         for c in res["checks"]:
             out.append(f"  Q{c['query']:<3} {LABEL[c['engine']]:<8} {c['status']:<9} {c['detail']}")
             for k, v in c.items():
-                if k.startswith(("only_", "duckdb_", "tessera_", "chdb_")) and v:
+                if k.startswith(("only_", "duckdb_", "tessera_", "chdb_", "datafusion_")) and v:
                     out.append(f"        {k}: {v}")
     return "\n".join(out)
 
@@ -867,7 +961,7 @@ def main() -> int:
     ap.add_argument("--queries", default="19,33,34", help="ClickBench query numbers, comma-separated")
     ap.add_argument("--runs", type=int, default=10, help="timed runs per query, after 1 warm-up")
     ap.add_argument("--threads", type=int, default=os.cpu_count(), help="threads per engine (default: vCPUs)")
-    ap.add_argument("--engines", default="tessera,duckdb,chdb")
+    ap.add_argument("--engines", default="tessera,duckdb,chdb,datafusion")
     ap.add_argument("--tessera-bin", type=Path, default=REPO / "target" / "release" / "tessera")
     ap.add_argument("--chdb-engine", choices=["mergetree", "memory"], default="mergetree",
                     help="table engine chDB loads into (default MergeTree, as ClickBench's ClickHouse)")
@@ -878,7 +972,7 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=20.0, help="throughput mode: seconds per concurrency")
     ap.add_argument("--json", type=Path, help="write all results to this file")
     ap.add_argument("--markdown", action="store_true", help="print the result table as Markdown")
-    ap.add_argument("--child", choices=["duckdb", "chdb"], help=argparse.SUPPRESS)
+    ap.add_argument("--child", choices=list(PEERS), help=argparse.SUPPRESS)
     ap.add_argument("--child-out", help=argparse.SUPPRESS)
     args = ap.parse_args()
 
@@ -908,7 +1002,7 @@ def main() -> int:
            "machine": machine_info(), "queries": queries, "engines": {}, "checks": [],
            "unix_time": int(time.time())}
     for e in engines:
-        if e in ("duckdb", "chdb") and not module_available(e):
+        if e in PEERS and not module_available(e):
             msg = f"Python module '{e}' is not installed (pip install {e}); skipping {LABEL[e]}"
             log(f"warning: {msg}")
             res["engines"][e] = {"error": msg}
@@ -928,15 +1022,15 @@ def main() -> int:
     duck = res["engines"].get("duckdb")
     if not args.no_check and duck and "queries" in duck:
         ref = {x["query"]: x for x in duck["queries"]}
-        for e in ("tessera", "chdb"):
+        for e in ("tessera", "chdb", "datafusion"):
             r = res["engines"].get(e)
             if not r or "queries" not in r:
                 continue
             for q in queries:
                 sql = all_sql[q - 1]
                 try:
-                    if e == "tessera" and str(q) in r.get("unsupported", {}):
-                        c = {"status": "SKIPPED", "detail": "not supported by Tessera yet"}
+                    if str(q) in r.get("unsupported", {}):
+                        c = {"status": "SKIPPED", "detail": f"not supported by {LABEL[e]}"}
                         c.update(query=q, engine=e)
                         res["checks"].append(c)
                         continue
