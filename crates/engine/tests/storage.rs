@@ -15,6 +15,31 @@ fn generated_hits(rows: u64, seed: u64, per: usize) -> Vec<arrow::array::RecordB
     (0..rows).step_by(per).map(|s| tessera_datasets::generate_batch(&opts, s, per)).collect()
 }
 
+
+/// A database in a temporary directory with `batches` of hits in table `hits` (ORDER BY
+/// CounterID, granules of 1,024 rows), one insert (a part) per slice of `inserts`, and an
+/// in-memory database with the same rows.
+fn hits_on_disk_and_in_memory(
+    batches: &[arrow::array::RecordBatch],
+    inserts: &[std::ops::Range<usize>],
+) -> (tempfile::TempDir, Database, Database) {
+    let schema = tessera_datasets::hits::schema();
+    let dir = tempfile::tempdir().unwrap();
+    let disk = Database::open(dir.path()).unwrap();
+    disk.create_table(
+        "hits",
+        schema.clone(),
+        tessera_engine::TableOptions { order_by: vec!["CounterID".into()], granule_rows: 1024, ..Default::default() },
+    )
+    .unwrap();
+    for r in inserts {
+        disk.insert("hits", &batches[r.clone()]).unwrap();
+    }
+    let mem = Database::new();
+    mem.register_batches("hits", schema, batches).unwrap();
+    (dir, disk, mem)
+}
+
 #[test]
 fn create_insert_query_reopen() {
     let dir = tempfile::tempdir().unwrap();
@@ -267,19 +292,7 @@ fn string_column_past_2_gib_inserts_queries_and_merges() {
 fn streaming_reads_prewhere_memory_limit_and_cache_budget() {
     let rows = 100_000u64;
     let batches = generated_hits(rows, 11, 25_000);
-    let schema = tessera_datasets::hits::schema();
-    let dir = tempfile::tempdir().unwrap();
-    let disk = Database::open(dir.path()).unwrap();
-    disk.create_table(
-        "hits",
-        schema.clone(),
-        tessera_engine::TableOptions { order_by: vec!["CounterID".into()], granule_rows: 1024, ..Default::default() },
-    )
-    .unwrap();
-    disk.insert("hits", &batches[..2]).unwrap();
-    disk.insert("hits", &batches[2..]).unwrap();
-    let mem = Database::new();
-    mem.register_batches("hits", schema, &batches).unwrap();
+    let (_dir, disk, mem) = hits_on_disk_and_in_memory(&batches, &[0..2, 2..batches.len()]);
     let morsels = disk.table("hits").unwrap().chunk_lens().len();
     assert_eq!(morsels, 2 * 50_000usize.div_ceil(8 * 1024));
 
@@ -337,19 +350,8 @@ fn streaming_reads_prewhere_memory_limit_and_cache_budget() {
 fn string_group_by_flushes_scattered_rows_under_a_memory_limit() {
     let rows = 200_000u64;
     let batches = generated_hits(rows, 5, 25_000);
-    let schema = tessera_datasets::hits::schema();
-    let dir = tempfile::tempdir().unwrap();
-    let disk = Database::open(dir.path()).unwrap();
-    disk.create_table(
-        "hits",
-        schema.clone(),
-        tessera_engine::TableOptions { order_by: vec!["CounterID".into()], granule_rows: 1024, ..Default::default() },
-    )
-    .unwrap();
-    disk.insert("hits", &batches).unwrap();
+    let (_dir, disk, mem) = hits_on_disk_and_in_memory(&batches, &[0..batches.len()]);
     disk.set_block_cache_size(0);
-    let mem = Database::new();
-    mem.register_batches("hits", schema, &batches).unwrap();
     for (sql, shrinks) in [
         ("SELECT URL, COUNT(*) AS c FROM hits GROUP BY URL ORDER BY c DESC, URL LIMIT 10", true),
         ("SELECT URL, MIN(EventDate), SUM(IsRefresh), COUNT(*) FROM hits WHERE URL <> '' GROUP BY URL ORDER BY URL DESC LIMIT 7", false),
