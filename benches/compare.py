@@ -76,6 +76,24 @@ def vm_hwm_bytes() -> int:
     return 0
 
 
+def parse_query_list(spec: str) -> list[int]:
+    """ "19,33,34", "1-43" or "1..43" (ranges inclusive) -> query numbers, in order."""
+    out: list[int] = []
+    for part in spec.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        m = re.fullmatch(r"(\d+)\s*(?:-|\.\.)\s*(\d+)", part)
+        if m:
+            lo, hi = int(m.group(1)), int(m.group(2))
+            if lo > hi:
+                raise ValueError(part)
+            out.extend(range(lo, hi + 1))
+        else:
+            out.append(int(part))
+    return out
+
+
 def load_queries() -> list[str]:
     with open(QUERIES_FILE) as f:
         return [line.strip() for line in f if line.strip()]
@@ -466,7 +484,7 @@ def child_chdb(args) -> dict:
 
 
 def child_main(args) -> int:
-    args.query_list = [int(x) for x in args.queries.split(",") if x.strip()]
+    args.query_list = parse_query_list(args.queries)
     fn = {"duckdb": child_duckdb, "chdb": child_chdb, "datafusion": child_datafusion}[args.child]
     out = fn(args)
     with open(args.child_out, "w") as f:
@@ -958,7 +976,7 @@ def main() -> int:
     ap.add_argument("--file", help="the hits Parquet file")
     ap.add_argument("--rows", type=int, default=1_000_000, help="rows of the generated file (without --file)")
     ap.add_argument("--seed", type=int, default=42, help="seed of the generated file (without --file)")
-    ap.add_argument("--queries", default="19,33,34", help="ClickBench query numbers, comma-separated")
+    ap.add_argument("--queries", default="19,33,34", help="ClickBench query numbers: comma-separated, ranges allowed (1-43 or 1..43)")
     ap.add_argument("--runs", type=int, default=10, help="timed runs per query, after 1 warm-up")
     ap.add_argument("--threads", type=int, default=os.cpu_count(), help="threads per engine (default: vCPUs)")
     ap.add_argument("--engines", default="tessera,duckdb,chdb,datafusion")
@@ -981,7 +999,10 @@ def main() -> int:
 
     if args.runs < 1 or (args.threads or 0) < 1:
         ap.error("--runs and --threads must be at least 1")
-    queries = [int(x) for x in args.queries.split(",") if x.strip()]
+    try:
+        queries = parse_query_list(args.queries)
+    except ValueError:
+        ap.error(f"--queries {args.queries!r}: expected numbers and ranges, e.g. 19,33,34 or 1-43")
     all_sql = load_queries()
     for q in queries:
         if not 1 <= q <= len(all_sql):

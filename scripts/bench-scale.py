@@ -226,6 +226,10 @@ def child_duckdb_query(spec: dict) -> dict:
 
     con = duckdb.connect(spec["db"], read_only=True)
     con.execute(f"SET threads = {spec['threads']}")
+    if spec.get("memory_limit"):
+        # scripts/bench-spill.py: DuckDB under the same budget, spilling to temp_directory.
+        con.execute(f"SET memory_limit = '{spec['memory_limit']}'")
+        con.execute(f"SET temp_directory = {C.sql_str(spec['temp_directory'])}")
     rows = con.execute("SELECT COUNT(*) FROM hits").fetchone()[0]
     spec["table_rows"] = rows
 

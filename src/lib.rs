@@ -22,7 +22,9 @@
 
 pub use tessera_common::{Error, Result, Settings, Table, arrow};
 pub use tessera_datasets as datasets;
-pub use tessera_engine::{CancelToken, Codec, DEFAULT_BLOCK_CACHE_BYTES, Database, Profile, RecordBatchIter, TableOptions};
+pub use tessera_engine::{
+    CancelToken, Codec, DEFAULT_BLOCK_CACHE_BYTES, Database, Profile, RecordBatchIter, ServerMemory, TableOptions,
+};
 
 /// Build facts: version, git hash, target arch, kernel family.
 pub use tessera_kernels::{BuildInfo, Kernels, SimdLevel, SimdLevelError, build_info};

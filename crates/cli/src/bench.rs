@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
 use serde::Serialize;
-use tessera_engine::{CancelToken, Database, Error, Result};
+use tessera_engine::{CancelToken, Database, Error, Profile, Result};
 
 use crate::throughput::{self, Throughput};
 use crate::{generate_hits, load_table, parse_load};
@@ -118,6 +118,12 @@ struct QueryResult {
     result_rows: usize,
     /// `mean_seconds` per million table rows.
     seconds_per_million_rows: f64,
+    /// Of the warm-up run: the most bytes the query's accounted buffers held, and what an
+    /// external GROUP BY wrote to temporary files (times a worker spilled, runs, bytes).
+    peak_memory_bytes: usize,
+    spills: usize,
+    spilled_runs: usize,
+    spilled_bytes: u64,
 }
 
 /// One measured configuration (dataset x threads x concurrency).
@@ -212,7 +218,14 @@ fn reset_peak_rss() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
-fn summarize(q: usize, sql: &str, times: Vec<f64>, result_rows: usize, table_rows: usize) -> QueryResult {
+fn summarize(
+    q: usize,
+    sql: &str,
+    times: Vec<f64>,
+    result_rows: usize,
+    table_rows: usize,
+    profile: &Profile,
+) -> QueryResult {
     let mut sorted = times.clone();
     sorted.sort_by(f64::total_cmp);
     let mean = if times.is_empty() { f64::NAN } else { times.iter().sum::<f64>() / times.len() as f64 };
@@ -225,6 +238,10 @@ fn summarize(q: usize, sql: &str, times: Vec<f64>, result_rows: usize, table_row
         times_seconds: times,
         result_rows,
         seconds_per_million_rows: mean / (table_rows.max(1) as f64 / 1e6),
+        peak_memory_bytes: profile.peak_memory_bytes,
+        spills: profile.spills,
+        spilled_runs: profile.spilled_runs,
+        spilled_bytes: profile.spilled_bytes,
     }
 }
 
@@ -266,7 +283,7 @@ fn latency_point(db: &Database, queries: &[(usize, &str)], runs: usize, cancel: 
         if let Some(t) = db.disk_table("hits") {
             t.take_last_prune();
         }
-        let warm = db.sql_cancellable(sql, cancel)?;
+        let (warm, profile) = db.sql_in(sql, None, cancel)?;
         let result_rows = warm.iter().map(|b| b.num_rows()).sum();
         let mut times = Vec::with_capacity(runs);
         for _ in 0..runs {
@@ -275,7 +292,7 @@ fn latency_point(db: &Database, queries: &[(usize, &str)], runs: usize, cancel: 
             times.push(t.elapsed().as_secs_f64());
             drop(out);
         }
-        let r = summarize(q, sql, times, result_rows, table_rows);
+        let r = summarize(q, sql, times, result_rows, table_rows, &profile);
         let label = if q > 1000 { format!("S{}", q - 1000) } else { format!("Q{q}") };
         println!(
             "{:<4} mean {:>8.4} s   min {:>8.4} s   median {:>8.4} s   rows {}",
@@ -283,6 +300,15 @@ fn latency_point(db: &Database, queries: &[(usize, &str)], runs: usize, cancel: 
         );
         if let Some((k, t)) = db.disk_table("hits").and_then(|t| t.take_last_prune()) {
             println!("   granules {k}/{t}");
+        }
+        if profile.spills > 0 {
+            println!(
+                "   spilled {} runs, {:.1} MiB ({} spills); peak accounted memory {:.1} MiB",
+                profile.spilled_runs,
+                profile.spilled_bytes as f64 / (1u64 << 20) as f64,
+                profile.spills,
+                profile.peak_memory_bytes as f64 / (1u64 << 20) as f64
+            );
         }
         results.push(r);
     }
@@ -393,7 +419,7 @@ pub(crate) fn run(args: BenchArgs, cancel: &CancelToken) -> Result<()> {
                         let rows: Vec<QueryResult> = queries
                             .iter()
                             .zip(lat)
-                            .map(|(&(q, sql), l)| summarize(q, sql, l, 0, table_rows))
+                            .map(|(&(q, sql), l)| summarize(q, sql, l, 0, table_rows, &Profile::default()))
                             .collect();
                         (rows, Some(t))
                     }

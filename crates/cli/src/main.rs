@@ -67,6 +67,10 @@ enum Cmd {
         /// Database directory with on-disk tables (see `tessera load`).
         #[arg(long)]
         db: Option<PathBuf>,
+        /// Print what the executor did to stderr after the answer: key layout, groups, rows,
+        /// peak accounted memory, and what an external GROUP BY spilled (runs, bytes).
+        #[arg(long)]
+        profile: bool,
         /// The SQL statement.
         sql: String,
     },
@@ -148,7 +152,7 @@ fn run(cli: Cli, cancel: &CancelToken) -> Result<()> {
             generate_hits(&out, rows, seed)?;
             Ok(())
         }
-        Cmd::Query { load, format, threads, db, sql } => {
+        Cmd::Query { load, format, threads, db, profile, sql } => {
             // Only a CREATE TABLE may create the database directory; any other statement
             // on a missing directory is an error, not an empty database.
             let creates = sql.trim_start().get(..6).is_some_and(|w| w.eq_ignore_ascii_case("create"));
@@ -177,8 +181,23 @@ fn run(cli: Cli, cancel: &CancelToken) -> Result<()> {
                 seen.push(lower);
                 load_table(&db, &name, &path, true)?;
             }
-            let batches = db.sql_cancellable(&sql, cancel)?;
-            output::print(&batches, format)
+            let (batches, p) = db.sql_in(&sql, None, cancel)?;
+            output::print(&batches, format)?;
+            if profile {
+                eprintln!(
+                    "profile: layout {} groups {} rows_in {} two_level {} peak_memory {:.1} MiB spills {} spilled_runs {} \
+                     spilled {:.1} MiB",
+                    p.layout.unwrap_or("-"),
+                    p.groups,
+                    p.rows_in,
+                    p.two_level,
+                    p.peak_memory_bytes as f64 / (1u64 << 20) as f64,
+                    p.spills,
+                    p.spilled_runs,
+                    p.spilled_bytes as f64 / (1u64 << 20) as f64
+                );
+            }
+            Ok(())
         }
         Cmd::Bench(args) => bench::run(args, cancel),
         Cmd::Compare(args) => compare::run(args),

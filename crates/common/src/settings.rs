@@ -1,5 +1,7 @@
 //! Query settings, named as in ClickHouse where ClickHouse has the same knob.
 
+use std::path::PathBuf;
+
 use tessera_kernels::{Kernels, SimdLevel};
 
 use crate::{Error, Result};
@@ -8,7 +10,7 @@ use crate::{Error, Result};
 ///
 /// Set them by name with [`Settings::set`] (this is what `SET name = value` and a query's
 /// `SETTINGS name = value` clause call).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
     /// Worker threads per query (ClickHouse `max_threads`). Default: the vCPU count,
     /// `std::thread::available_parallelism()`.
@@ -41,6 +43,30 @@ pub struct Settings {
     /// first, then the other columns of the answer's rows only. Default on; `0` reads every
     /// column the query names up front (for tests that compare the two paths).
     pub query_plan_optimize_lazy_materialization: bool,
+    /// Bytes of GROUP BY state a query may hold before it writes partitions to temporary
+    /// files (ClickHouse's `max_bytes_before_external_group_by`; external GROUP BY). `0`
+    /// (the default) derives it from the ratio below.
+    pub max_bytes_before_external_group_by: u64,
+    /// Without an explicit byte threshold, GROUP BY spills once its state passes this share
+    /// of the query's budget: `max_memory_usage`, or when that is unlimited,
+    /// `max_server_memory_usage` (ClickHouse's `max_bytes_ratio_before_external_group_by`).
+    /// Default 0.5; `0` never spills on a ratio.
+    pub max_bytes_ratio_before_external_group_by: f64,
+    /// Bytes a query may write to temporary files (ClickHouse's
+    /// `max_temporary_data_on_disk_size_for_query`); `0` = unlimited (the default). Past it
+    /// the query fails with `Error::ResourcesExhausted`.
+    pub max_temporary_data_on_disk_size: u64,
+    /// Directory of temporary files (spilled GROUP BY partitions); `None` (default) is the
+    /// system's, `std::env::temp_dir()` (`$TMPDIR` or `/tmp`). The files have no name: the
+    /// OS frees them when the query ends or the process dies.
+    pub tmp_path: Option<PathBuf>,
+    /// Bytes all running queries of a database plus its decoded-block cache may hold
+    /// (ClickHouse's `max_server_memory_usage`); `0` = unlimited. Default: 90% of physical
+    /// RAM (ClickHouse's `max_server_memory_usage_to_ram_ratio`), unlimited where RAM is
+    /// unknown. A query that would pass it fails with `Error::ResourcesExhausted` naming it;
+    /// other queries go on. Read from the database's settings; a query's own value is
+    /// ignored.
+    pub max_server_memory_usage: u64,
 }
 
 impl Default for Settings {
@@ -53,8 +79,21 @@ impl Default for Settings {
             max_memory_usage: 0,
             concurrent_threads_soft_limit_num: 0,
             query_plan_optimize_lazy_materialization: true,
+            max_bytes_before_external_group_by: 0,
+            max_bytes_ratio_before_external_group_by: 0.5,
+            max_temporary_data_on_disk_size: 0,
+            tmp_path: None,
+            max_server_memory_usage: physical_memory().map_or(0, |b| b / 10 * 9),
         }
     }
+}
+
+/// Physical RAM in bytes (`MemTotal` of `/proc/meminfo`), where the platform tells.
+pub fn physical_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// The vCPU count of this machine (`available_parallelism`), at least 1.
@@ -85,7 +124,28 @@ impl Settings {
         "max_memory_usage",
         "concurrent_threads_soft_limit_num",
         "query_plan_optimize_lazy_materialization",
+        "max_bytes_before_external_group_by",
+        "max_bytes_ratio_before_external_group_by",
+        "max_temporary_data_on_disk_size",
+        "tmp_path",
+        "max_server_memory_usage",
     ];
+
+    /// The GROUP BY state in bytes past which a query spills (see
+    /// [`Settings::max_bytes_before_external_group_by`]); `None`: never.
+    pub fn external_group_by_bytes(&self) -> Option<u64> {
+        if self.max_bytes_before_external_group_by > 0 {
+            return Some(self.max_bytes_before_external_group_by);
+        }
+        let budget = if self.max_memory_usage > 0 { self.max_memory_usage } else { self.max_server_memory_usage };
+        let bytes = (budget as f64 * self.max_bytes_ratio_before_external_group_by) as u64;
+        (bytes > 0).then_some(bytes)
+    }
+
+    /// The directory of temporary files ([`Settings::tmp_path`] or the system's).
+    pub fn temporary_directory(&self) -> PathBuf {
+        self.tmp_path.clone().unwrap_or_else(std::env::temp_dir)
+    }
 
     /// Sets a setting by name from its SQL text value.
     ///
@@ -131,6 +191,24 @@ impl Settings {
             "max_memory_usage" => {
                 self.max_memory_usage = parse(value)?;
             }
+            "max_bytes_before_external_group_by" => self.max_bytes_before_external_group_by = parse(value)?,
+            "max_temporary_data_on_disk_size" => self.max_temporary_data_on_disk_size = parse(value)?,
+            "max_server_memory_usage" => self.max_server_memory_usage = parse(value)?,
+            "max_bytes_ratio_before_external_group_by" => {
+                let v = value.trim().trim_matches('\'');
+                match v.parse::<f64>() {
+                    Ok(r) if (0.0..1.0).contains(&r) => self.max_bytes_ratio_before_external_group_by = r,
+                    _ => {
+                        return Err(Error::InvalidArgument(format!(
+                            "{name} = '{v}': expected a number from 0 (never) to below 1"
+                        )));
+                    }
+                }
+            }
+            "tmp_path" => {
+                let v = value.trim().trim_matches('\'');
+                self.tmp_path = (!v.is_empty()).then(|| PathBuf::from(v));
+            }
             "concurrent_threads_soft_limit_num" => {
                 self.concurrent_threads_soft_limit_num = parse(value)? as usize;
             }
@@ -165,5 +243,21 @@ mod tests {
         assert!(matches!(s.set("max_memory_usage", "-1"), Err(Error::InvalidArgument(_))));
         s.set("concurrent_threads_soft_limit_num", "4").unwrap();
         assert_eq!(s.concurrent_threads_soft_limit_num, 4);
+        // External GROUP BY: half the query's budget by default, an explicit byte count
+        // wins, ratio 0 turns it off.
+        assert_eq!(s.external_group_by_bytes(), Some(500_000));
+        s.set("max_bytes_before_external_group_by", "1234").unwrap();
+        assert_eq!(s.external_group_by_bytes(), Some(1234));
+        s.set("max_bytes_before_external_group_by", "0").unwrap();
+        s.set("max_bytes_ratio_before_external_group_by", "0").unwrap();
+        assert_eq!(s.external_group_by_bytes(), None);
+        assert!(matches!(s.set("max_bytes_ratio_before_external_group_by", "1.5"), Err(Error::InvalidArgument(_))));
+        s.set("tmp_path", "'/var/tmp'").unwrap();
+        assert_eq!(s.temporary_directory(), PathBuf::from("/var/tmp"));
+        s.set("tmp_path", "''").unwrap();
+        assert_eq!(s.temporary_directory(), std::env::temp_dir());
+        if physical_memory().is_some() {
+            assert!(Settings::default().max_server_memory_usage > 0);
+        }
     }
 }

@@ -36,7 +36,7 @@ use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 pub use tessera_common::{Error, Result, Settings, Table};
 use tessera_exec::Pools;
-pub use tessera_exec::{CancelToken, Profile, QueryContext};
+pub use tessera_exec::{CancelToken, Profile, QueryContext, ServerMemory};
 use tessera_sql::Statement;
 pub use tessera_storage::{Codec, DEFAULT_BLOCK_CACHE_BYTES, DEFAULT_GRANULE_ROWS, DiskTable, TableOptions};
 
@@ -48,7 +48,10 @@ pub struct Database {
     pools: Pools,
     /// Worker threads granted to running queries (`concurrent_threads_soft_limit_num`).
     threads_in_use: Mutex<usize>,
-    store: Option<tessera_storage::Store>,
+    store: Option<Arc<tessera_storage::Store>>,
+    /// Memory of all running queries plus the decoded-block cache, against
+    /// `max_server_memory_usage`.
+    server: Arc<ServerMemory>,
 }
 
 /// Worker threads granted to one running query; given back on drop.
@@ -89,7 +92,18 @@ impl Database {
     /// [`Error::Io`], or [`Error::Corrupt`] naming the table and the damaged file, missing
     /// part or offset.
     pub fn open(dir: &Path) -> Result<Self> {
-        Ok(Database { store: Some(tessera_storage::Store::open(dir)?), ..Self::default() })
+        Ok(Self::with_store(tessera_storage::Store::open(dir)?))
+    }
+
+    /// A database over `store`, whose decoded-block cache counts against
+    /// `max_server_memory_usage`.
+    fn with_store(store: tessera_storage::Store) -> Self {
+        let store = Arc::new(store);
+        let cache_of = Arc::downgrade(&store);
+        let server = ServerMemory::with_external(0, move || {
+            cache_of.upgrade().map_or(0, |s| usize::try_from(s.block_cache().bytes()).unwrap_or(usize::MAX))
+        });
+        Database { store: Some(store), server: Arc::new(server), ..Self::default() }
     }
 
     /// Like [`Database::open`] for a directory that must exist (commands that only read).
@@ -98,7 +112,7 @@ impl Database {
     /// [`Error::InvalidArgument`] if `dir` is not an existing directory; as
     /// [`Database::open`].
     pub fn open_existing(dir: &Path) -> Result<Self> {
-        Ok(Database { store: Some(tessera_storage::Store::open_existing(dir)?), ..Self::default() })
+        Ok(Self::with_store(tessera_storage::Store::open_existing(dir)?))
     }
 
     /// What opening the database directory did besides opening it, one message each:
@@ -122,6 +136,12 @@ impl Database {
         }
     }
 
+    /// The memory all running queries of this database hold, plus its decoded-block cache,
+    /// against `max_server_memory_usage` (see [`Settings::max_server_memory_usage`]).
+    pub fn server_memory(&self) -> &ServerMemory {
+        &self.server
+    }
+
     /// Bytes the decoded-block cache holds now (0 without a database directory).
     pub fn block_cache_bytes(&self) -> u64 {
         self.store.as_ref().map_or(0, |s| s.block_cache().bytes())
@@ -137,7 +157,7 @@ impl Database {
     }
 
     fn store(&self) -> Result<&tessera_storage::Store> {
-        self.store.as_ref().ok_or_else(|| {
+        self.store.as_deref().ok_or_else(|| {
             Error::InvalidArgument("this database has no directory: use Database::open(dir) for on-disk tables".into())
         })
     }
@@ -359,7 +379,13 @@ impl Database {
                 }
                 let grant = self.grant_threads(s.max_threads)?;
                 s.max_threads = grant.threads;
-                let query = QueryContext::new(s.max_memory_usage, cancel.clone());
+                // The cap is the database's, whatever the query's settings say (the default
+                // spill threshold derives from it).
+                s.max_server_memory_usage = self.settings().max_server_memory_usage;
+                self.server.set_limit(s.max_server_memory_usage);
+                let query = QueryContext::new(s.max_memory_usage, cancel.clone())
+                    .with_server(self.server.clone())
+                    .with_temporary_data_limit(s.max_temporary_data_on_disk_size);
                 let (batch, profile) = tessera_exec::execute_in(&plan, &s, &self.pools, &query)?;
                 drop(grant);
                 Ok((vec![batch], profile))

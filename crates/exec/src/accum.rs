@@ -13,6 +13,7 @@ use tessera_common::{Error, Result};
 
 use crate::filter::string_parts;
 use crate::plan::{AggExpr, AggFunc};
+use crate::spill::{Dec, Enc, corrupt};
 
 /// A value to order groups by (top-N), borrowed from a state or a key.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -440,6 +441,117 @@ impl Accumulator {
         }
     }
 
+    /// Appends the state of every group to a spill buffer (external GROUP BY).
+    pub(crate) fn encode(&self, e: &mut Enc<'_>) {
+        e.slice(&self.count);
+        match &self.sums {
+            Some(Sums::Narrow(v)) => e.slice(v),
+            Some(Sums::Wide(v)) => e.slice(v),
+            Some(Sums::Float(v)) => e.slice(v),
+            None => {}
+        }
+        e.slice(&self.ext_int);
+        e.slice(&self.ext_float);
+        e.put(self.ext_bytes.len() as u64);
+        for b in &self.ext_bytes {
+            e.bytes(b);
+        }
+        match &self.distinct {
+            Some(Distinct::Fixed(sets)) => {
+                e.put(sets.len() as u64);
+                for set in sets {
+                    e.put(set.len() as u64);
+                    for &v in set {
+                        e.put(v);
+                    }
+                }
+            }
+            Some(Distinct::Bytes(sets)) => {
+                e.put(sets.len() as u64);
+                for set in sets {
+                    e.put(set.len() as u64);
+                    for v in set {
+                        e.bytes(v);
+                    }
+                }
+            }
+            None => {}
+        }
+    }
+
+    /// Reads the states of `groups` groups [`Accumulator::encode`] wrote, into this empty
+    /// state of the same aggregate.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] on truncated bytes or a group count other than `groups`.
+    pub(crate) fn decode(&mut self, d: &mut Dec<'_>, groups: usize) -> Result<()> {
+        fn check<T>(v: Vec<T>, groups: usize, what: &str) -> Result<Vec<T>> {
+            if v.is_empty() || v.len() == groups {
+                Ok(v)
+            } else {
+                Err(corrupt(format!("{} {what} states for {groups} groups", v.len())))
+            }
+        }
+        self.count = d.slice()?;
+        if self.count.len() != groups {
+            return Err(corrupt(format!("{} counts for {groups} groups", self.count.len())));
+        }
+        match &mut self.sums {
+            Some(Sums::Narrow(v)) => *v = check(d.slice()?, groups, "sum")?,
+            Some(Sums::Wide(v)) => *v = check(d.slice()?, groups, "sum")?,
+            Some(Sums::Float(v)) => *v = check(d.slice()?, groups, "sum")?,
+            None => {}
+        }
+        self.ext_int = check(d.slice()?, groups, "min/max")?;
+        self.ext_float = check(d.slice()?, groups, "min/max")?;
+        let n = d.len(8)?;
+        let mut ext_bytes = Vec::with_capacity(n);
+        for _ in 0..n {
+            let b = d.bytes()?.to_vec();
+            self.heap += b.capacity();
+            ext_bytes.push(b);
+        }
+        self.ext_bytes = check(ext_bytes, groups, "min/max")?;
+        match &mut self.distinct {
+            Some(Distinct::Fixed(sets)) => {
+                let n = d.len(8)?;
+                let mut out = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let m = d.len(8)?;
+                    let mut set = FastSet::default();
+                    set.reserve(m);
+                    for _ in 0..m {
+                        set.insert(d.get::<u64>()?);
+                    }
+                    self.heap += set_bytes::<u64>(set.capacity());
+                    out.push(set);
+                }
+                *sets = check(out, groups, "distinct")?;
+            }
+            Some(Distinct::Bytes(sets)) => {
+                let n = d.len(8)?;
+                let mut out = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let m = d.len(8)?;
+                    let mut set = FastSet::default();
+                    set.reserve(m);
+                    for _ in 0..m {
+                        let v: Box<[u8]> = d.bytes()?.into();
+                        self.heap += v.len().next_multiple_of(16);
+                        set.insert(v);
+                    }
+                    self.heap += set_bytes::<Box<[u8]>>(set.capacity());
+                    out.push(set);
+                }
+                *sets = check(out, groups, "distinct")?;
+            }
+            None => {}
+        }
+        // Vectors a state keeps for every group, written empty, start at their identities.
+        self.resize(groups);
+        Ok(())
+    }
+
     /// Merges partial states: for each `(dst, src)`, group `src` of `other` into group `dst`
     /// of `self` (final phase of two-phase aggregation). `self` must be sized.
     pub(crate) fn merge(&mut self, pairs: &[(u32, u32)], other: &Accumulator) {
@@ -618,7 +730,9 @@ impl Accumulator {
 pub(crate) fn int_array(vals: impl Iterator<Item = Option<i128>>, dt: &DataType) -> Result<ArrayRef> {
     macro_rules! build {
         ($t:ty) => {{
-            let mut b = PrimitiveBuilder::<$t>::new();
+            // Sized from the values (the default, 1,024 values, made each of the 256
+            // partitions' ten top-N candidates of a query hold 8 KiB per column).
+            let mut b = PrimitiveBuilder::<$t>::with_capacity(vals.size_hint().0);
             for v in vals {
                 match v {
                     Some(v) => b.append_value(

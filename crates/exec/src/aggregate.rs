@@ -10,6 +10,10 @@
 //!    merged in parallel, one task per partition, into disjoint final tables (ClickHouse's
 //!    parallel merge of two-level tables; Leis et al. 2014). No single-threaded merge of
 //!    a large table ever happens.
+//!    **External GROUP BY**: a worker whose tables pass its share of
+//!    `max_bytes_before_external_group_by` writes them to a temporary file, one run per
+//!    radix partition, and goes on empty; the final phase reads each partition's runs back
+//!    and merges them with the partition's in-memory groups (partial.rs).
 //! 3. **Top-N**: partitions are key-disjoint, so each final table keeps its best
 //!    `offset + limit` groups (a bounded sorted buffer with a threshold check on the first
 //!    sort key); only those candidates are materialised, then sorted exactly with every
@@ -20,7 +24,6 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, AsArray, RecordBatch};
 use arrow::compute::{SortColumn, SortOptions, concat_batches, lexsort_to_indices, take_record_batch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use rayon::prelude::*;
 use tessera_common::float::canonical_array;
 use tessera_common::{Error, Result, Settings};
 
@@ -28,13 +31,14 @@ use crate::Profile;
 use crate::accum::{Accumulator, OrdVal};
 use crate::context::QueryContext;
 use crate::expr::{Expr, evaluate as evaluate_expr};
-use crate::morsel::{Input, MorselColumns};
-use crate::prewhere::Prewhere;
-use crate::hashtable::GroupTable;
-use crate::partial::{Partial, Scratch, finalize_partitioned, scatter_ok};
+use crate::hashtable::{GroupTable, PARTITIONS};
 use crate::keys::{GroupKey, KeyArena, KeyReader, Layout, choose_layout, key_array};
+use crate::morsel::{Input, MorselColumns};
+use crate::partial::{Partial, Scratch, Spilled, finalize_partitioned, scatter_ok};
 use crate::plan::{AggFunc, AggOutput, AggregatePlan, OrderLimit, Plan, ScalarExpr, SortKey};
 use crate::pool::run_morsels;
+use crate::prewhere::Prewhere;
+use crate::spill::{Run, SpillFile};
 use tessera_kernels::Kernels;
 
 /// Top-N buffers above this size fall back to materialising all groups and sorting.
@@ -306,6 +310,47 @@ struct Worker<K> {
     retained_bytes: usize,
     gids: Vec<u32>,
     flushes: usize,
+    /// External GROUP BY: this worker's temporary file, its runs per radix partition, and
+    /// how many times it spilled.
+    spill: Option<SpillFile>,
+    runs: Vec<Vec<Run>>,
+    spills: usize,
+}
+
+impl<K: GroupKey> Worker<K> {
+    /// Bytes of GROUP BY state the worker holds (tables, radix buffers, key arena, retained
+    /// morsels).
+    fn state_bytes(&self) -> usize {
+        self.accounted + self.arena_accounted + self.retained_bytes
+    }
+
+    /// External GROUP BY: writes every group to the worker's temporary file, one run per
+    /// radix partition, and empties the tables, the key arena and the retained morsels.
+    fn spill(&mut self, ctx: &Ctx<'_>, new_accs: &impl Fn() -> Vec<Accumulator>) -> Result<()> {
+        let parts = self.table.take_partitions(&mut self.scratch.arena, new_accs, &mut self.gids)?;
+        if self.spill.is_none() {
+            self.spill = Some(SpillFile::create(&ctx.settings.temporary_directory())?);
+            self.runs = vec![Vec::new(); PARTITIONS];
+        }
+        let file = self.spill.as_mut().expect("created above");
+        let mut buf = Vec::new();
+        for (p, t) in parts.iter().enumerate() {
+            if t.len() > 0 {
+                buf.clear();
+                t.encode(&mut buf);
+                self.runs[p].push(file.append(&buf, ctx.query)?);
+            }
+        }
+        // Nothing points into the arena or the retained morsels any more: the tables that
+        // did are written and dropped, the radix buffers were drained.
+        drop(parts);
+        self.scratch.arena = KeyArena::default();
+        self.retained.clear();
+        ctx.query.shrink(std::mem::take(&mut self.retained_bytes));
+        self.spills += 1;
+        ctx.query.resize(&mut self.arena_accounted, 0, "GROUP BY string keys")?;
+        ctx.query.resize(&mut self.accounted, self.table.memory_size(), self.table.operator())
+    }
 }
 
 fn run<K, E, D>(ctx: &Ctx<'_>, extract: E, decode: D) -> Result<(RecordBatch, Profile)>
@@ -325,6 +370,13 @@ where
     let scatter = scatter_ok(&input_nulls) && new_accs().iter().all(|a| a.scatterable());
     let total_rows = plan.table.num_rows();
     let retain_limit = scatter_retained_bytes(ctx.settings);
+    // External GROUP BY: a worker spills once its state passes its share of the threshold.
+    let spill_limit = ctx
+        .settings
+        .external_group_by_bytes()
+        .map(|b| usize::try_from(b).unwrap_or(usize::MAX) / ctx.settings.max_threads.max(1));
+    // Bytes a scattered row takes in the radix buffers (key, hash, ~8 bytes per input).
+    let row_bytes = std::mem::size_of::<K>() + 8 + 8 * plan.aggs.len();
     // Declared before the tables, dropped after them: the arenas and morsel arrays string
     // keys point into.
     let mut arenas: Vec<KeyArena> = Vec::new();
@@ -347,6 +399,9 @@ where
             retained_bytes: 0,
             gids: Vec::new(),
             flushes: 0,
+            spill: None,
+            runs: Vec::new(),
+            spills: 0,
         },
         |w: &mut Worker<K>, m| {
             ctx.query.check_cancelled()?;
@@ -391,6 +446,11 @@ where
                     let per_flush = retain_limit / (key_bytes / len).max(1);
                     expect = expect.min(per_flush + per_flush / 8);
                 }
+                if let Some(limit) = spill_limit {
+                    // A spilling worker empties its buffers at every spill: they need to
+                    // hold one spill's rows, and take at most half of its budget.
+                    expect = expect.min(limit / 2 / row_bytes);
+                }
                 if threshold == 0 {
                     w.table.grow_up(scatter, expect, &inputs, &new_accs);
                 }
@@ -422,16 +482,26 @@ where
                     ctx.query.resize(&mut w.arena_accounted, w.scratch.arena.memory_size(), "GROUP BY string keys")?;
                 }
             }
-            added
+            added?;
+            if spill_limit.is_some_and(|limit| w.state_bytes() > limit) {
+                w.spill(ctx, &new_accs)?;
+            }
+            Ok(())
         },
     )?;
     let mut partials: Vec<Partial<K>> = Vec::with_capacity(workers.len());
     let mut arena_bytes = 0;
     let mut rows_in = 0;
     let mut partial_flushes = 0;
+    let mut spills = 0;
+    let mut spilled = Spilled::default();
     for w in workers {
         rows_in += w.rows_in;
         partial_flushes += w.flushes;
+        spills += w.spills;
+        if let Some(file) = w.spill {
+            spilled.add(file, w.runs);
+        }
         arena_bytes += w.arena_accounted + w.retained_bytes;
         arenas.push(w.scratch.arena);
         retained.extend(w.retained);
@@ -441,13 +511,21 @@ where
     }
     let _release = ReleaseOnDrop { query: ctx.query, bytes: arena_bytes };
 
-    // Phase 2: final aggregation.
+    // Phases 2 and 3: final aggregation, then per final table the top-N candidates (or
+    // all groups) materialised; each table is dropped once emitted.
+    let schema = output_schema(ctx)?;
+    let finish = |t: GroupTable<K>| -> Result<(RecordBatch, usize, usize)> {
+        let gids = select_groups(&t, &plan.order, plan, &decode, ctx.query)?;
+        let b = emit(&t, &gids, plan, &schema, &decode)?;
+        ctx.query.grow(b.get_array_memory_size(), "GROUP BY output")?;
+        Ok((b, t.len(), t.memory_size()))
+    };
     let total: usize = partials.iter().map(|t| t.size()).sum();
     let all_single = partials.iter().all(|t| matches!(t, Partial::Single(_)));
-    let two_level = !all_single || (partials.len() > 1 && total > threshold.max(1));
-    let mut finals: Vec<GroupTable<K>> = if all_single && partials.len() <= 1 {
+    let two_level = !spilled.is_empty() || !all_single || (partials.len() > 1 && total > threshold.max(1));
+    let mut finals: Vec<(RecordBatch, usize, usize)> = if !two_level && partials.len() <= 1 {
         match partials.pop() {
-            Some(Partial::Single(t)) => vec![t],
+            Some(Partial::Single(t)) => vec![finish(t)?],
             _ => vec![],
         }
     } else if !two_level {
@@ -465,41 +543,47 @@ where
             first.merge_from(t);
         }
         ctx.query.grow(first.memory_size().saturating_sub(before), "GROUP BY merge")?;
-        vec![first]
+        vec![finish(first)?]
     } else {
-        ctx.pool.install(|| finalize_partitioned(partials, &new_accs, ctx.query))?
+        ctx.pool.install(|| finalize_partitioned(partials, &spilled, &new_accs, ctx.query, &finish))?
     };
-    let groups: usize = finals.iter().map(|t| t.len()).sum();
-    let hash_table_bytes = finals.iter().map(|t| t.memory_size()).sum();
+    let groups: usize = finals.iter().map(|f| f.1).sum();
+    let hash_table_bytes = finals.iter().map(|f| f.2).sum();
     if plan.keys.is_empty() && groups == 0 {
         // A global aggregate over no rows still returns one row (COUNT = 0, SUM = NULL).
         let mut t = GroupTable::new(ctx.new_accs()?, 1);
         t.find_or_insert(&extract_unit::<K>(&extract), 0);
         t.sync_accs();
-        finals = vec![t];
+        finals = vec![finish(t)?];
     }
-
-    // Phase 3: top-N per final table, materialise candidates, exact final order.
-    let schema = output_schema(ctx, &finals)?;
-    let batches: Vec<RecordBatch> = ctx.pool.install(|| {
-        finals
-            .par_iter()
-            .map(|t| {
-                let gids = select_groups(t, &plan.order, plan, &decode, ctx.query)?;
-                let b = emit(t, &gids, plan, &schema, &decode)?;
-                ctx.query.grow(b.get_array_memory_size(), "GROUP BY output")?;
-                Ok(b)
-            })
-            .collect::<Result<Vec<_>>>()
-    })?;
+    let batches: Vec<RecordBatch> = finals.into_iter().map(|f| f.0).collect();
     let batch = concat_batches(&schema, &batches)?;
+    // The per-table outputs are copied into one batch: account it in their place.
+    let parts_bytes: usize = batches.iter().map(|b| b.get_array_memory_size()).sum();
+    drop(batches);
+    ctx.query.shrink(parts_bytes);
+    ctx.query.grow(batch.get_array_memory_size(), "GROUP BY output")?;
     let batch = match &plan.having {
         Some(h) => apply_having(batch, h)?,
         None => batch,
     };
     ctx.query.grow(batch.get_array_memory_size(), "ORDER BY sort of the groups")?;
     let out = order_and_limit(batch, &plan.order, plan.visible)?;
-    Ok((out, Profile { layout: None, groups, two_level, rows_in, hash_table_bytes, partial_flushes, ..Profile::default() }))
+    Ok((
+        out,
+        Profile {
+            layout: None,
+            groups,
+            two_level,
+            rows_in,
+            hash_table_bytes,
+            partial_flushes,
+            spills,
+            spilled_runs: spilled.run_count(),
+            spilled_bytes: spilled.bytes(),
+            ..Profile::default()
+        },
+    ))
 }
 
 /// Gives back bytes accounted in a query when dropped.
@@ -521,17 +605,9 @@ fn extract_unit<K>(extract: &impl Fn(&[&ArrayRef], Option<&[u32]>, usize, &mut V
     v.pop().expect("unit extractor yields one key")
 }
 
-fn output_schema<K: GroupKey>(ctx: &Ctx<'_>, finals: &[GroupTable<K>]) -> Result<SchemaRef> {
+fn output_schema(ctx: &Ctx<'_>) -> Result<SchemaRef> {
     let plan = ctx.plan;
-    let fresh;
-    let accs = match finals.first() {
-        Some(t) => &t.accs,
-        None => {
-            fresh = ctx.new_accs()?;
-            &fresh
-        }
-    };
-    let accs: Vec<DataType> = accs.iter().map(|a| a.output_type()).collect();
+    let accs: Vec<DataType> = ctx.new_accs()?.iter().map(|a| a.output_type()).collect();
     let fields: Vec<Field> = plan
         .output
         .iter()

@@ -7,11 +7,19 @@
 //! morsel (65,536 rows) or one hash-table doubling adds before it fails. Capacity is counted,
 //! not touched bytes, as ClickHouse's memory tracker counts allocations.
 //!
+//! A query may also belong to a [`ServerMemory`]: the memory of every query of a database
+//! plus its decoded-block cache, against `max_server_memory_usage`. A query that would pass
+//! it fails with [`Error::ResourcesExhausted`] naming that cap; the others go on.
+//!
+//! Operators that spill account the bytes they write to temporary files with
+//! [`QueryContext::grow_temporary`], against `max_temporary_data_on_disk_size`.
+//!
 //! Cancellation is cooperative: workers check the [`CancelToken`] before each morsel (and
 //! each radix partition of the final phase, and every 65,536 groups of a top-N pass), so a
 //! query stops within one morsel's work per thread after [`CancelToken::cancel`]; its
 //! buffers are freed as the error unwinds the operators.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -41,14 +49,124 @@ impl CancelToken {
     }
 }
 
+/// Bytes held outside queries that count against the server's cap (a decoded-block cache).
+type External = Box<dyn Fn() -> usize + Send + Sync>;
+
+/// The memory of all running queries of one database, plus what its caches hold, against
+/// one cap (ClickHouse's `max_server_memory_usage`). Shared by the queries' contexts
+/// ([`QueryContext::with_server`]); each query gives its bytes back when it ends.
+#[derive(Default)]
+pub struct ServerMemory {
+    /// The cap in bytes; 0 = unlimited.
+    limit: AtomicUsize,
+    /// Bytes accounted by running queries.
+    used: AtomicUsize,
+    external: Option<External>,
+}
+
+impl std::fmt::Debug for ServerMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerMemory")
+            .field("limit", &self.limit())
+            .field("queries", &self.used.load(Ordering::Relaxed))
+            .field("external", &self.external_bytes())
+            .finish()
+    }
+}
+
+impl ServerMemory {
+    /// A tracker with a cap of `limit` bytes (0 = unlimited) and nothing held outside queries.
+    pub fn new(limit: u64) -> Self {
+        let s = ServerMemory::default();
+        s.set_limit(limit);
+        s
+    }
+
+    /// A tracker that also counts `external()` bytes (read at every check: a cache's
+    /// current size) against the cap.
+    pub fn with_external(limit: u64, external: impl Fn() -> usize + Send + Sync + 'static) -> Self {
+        let s = ServerMemory { external: Some(Box::new(external)), ..ServerMemory::default() };
+        s.set_limit(limit);
+        s
+    }
+
+    /// Changes the cap (0 = unlimited); queries running now see it at their next check.
+    pub fn set_limit(&self, limit: u64) {
+        self.limit.store(usize::try_from(limit).unwrap_or(usize::MAX), Ordering::Relaxed);
+    }
+
+    /// The cap in bytes (0 = unlimited).
+    pub fn limit(&self) -> usize {
+        self.limit.load(Ordering::Relaxed)
+    }
+
+    /// Bytes accounted by running queries.
+    pub fn query_bytes(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// Bytes held outside queries (the caches).
+    pub fn external_bytes(&self) -> usize {
+        self.external.as_ref().map_or(0, |f| f())
+    }
+
+    /// Adds `bytes`; fails, adding nothing, if queries and caches would pass the cap.
+    fn grow(&self, bytes: usize, operator: &str) -> Result<()> {
+        let now = self.used.fetch_add(bytes, Ordering::Relaxed).saturating_add(bytes);
+        let limit = self.limit();
+        if limit != 0 {
+            let external = self.external_bytes();
+            let total = now.saturating_add(external);
+            if total > limit {
+                self.used.fetch_sub(bytes, Ordering::Relaxed);
+                return Err(Error::ResourcesExhausted(format!(
+                    "server memory limit exceeded: max_server_memory_usage = {limit} bytes ({:.1} MiB); running \
+                     queries would hold {now} bytes and the caches {external} ({:.1} MiB in all) after {operator} \
+                     asked for {bytes} more",
+                    mib(limit),
+                    mib(total)
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn shrink(&self, bytes: usize) {
+        let _ = self.used.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| Some(u.saturating_sub(bytes)));
+    }
+}
+
 /// Memory limit and cancellation state of one running query.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct QueryContext {
     /// `max_memory_usage` in bytes; 0 = unlimited.
     limit: usize,
     used: AtomicUsize,
     peak: AtomicUsize,
     cancel: CancelToken,
+    /// The database's tracker, if any: every byte accounted here is accounted there too.
+    server: Option<Arc<ServerMemory>>,
+    /// `max_temporary_data_on_disk_size` in bytes; 0 = unlimited.
+    temp_limit: usize,
+    /// Bytes written to temporary files (spilled).
+    temp_used: AtomicUsize,
+}
+
+impl Default for QueryContext {
+    /// No memory limit, a token nobody cancels.
+    fn default() -> Self {
+        QueryContext::new(0, CancelToken::new())
+    }
+}
+
+impl Drop for QueryContext {
+    fn drop(&mut self) {
+        // What the operators did not release (their outputs, say) leaves the server's count
+        // with the query.
+        if let Some(s) = &self.server {
+            s.shrink(*self.used.get_mut());
+        }
+    }
 }
 
 impl QueryContext {
@@ -56,7 +174,54 @@ impl QueryContext {
     /// given cancellation token.
     pub fn new(max_memory_usage: u64, cancel: CancelToken) -> Self {
         let limit = usize::try_from(max_memory_usage).unwrap_or(usize::MAX);
-        QueryContext { limit, cancel, ..Self::default() }
+        QueryContext {
+            limit,
+            used: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
+            cancel,
+            server: None,
+            temp_limit: 0,
+            temp_used: AtomicUsize::new(0),
+        }
+    }
+
+    /// This context, also accounted in `server` (the database's process-wide cap).
+    pub fn with_server(mut self, server: Arc<ServerMemory>) -> Self {
+        self.server = Some(server);
+        self
+    }
+
+    /// This context with at most `bytes` written to temporary files (0 = unlimited;
+    /// ClickHouse's `max_temporary_data_on_disk_size`).
+    pub fn with_temporary_data_limit(mut self, bytes: u64) -> Self {
+        self.temp_limit = usize::try_from(bytes).unwrap_or(usize::MAX);
+        self
+    }
+
+    /// Bytes the query wrote to temporary files (compressed, as on disk).
+    pub fn temporary_data_bytes(&self) -> usize {
+        self.temp_used.load(Ordering::Relaxed)
+    }
+
+    /// Accounts `bytes` about to be written to a temporary file under `dir`.
+    ///
+    /// # Errors
+    /// [`Error::ResourcesExhausted`] naming `max_temporary_data_on_disk_size` when the query
+    /// would write more; [`Error::Cancelled`].
+    pub fn grow_temporary(&self, bytes: usize, dir: &Path) -> Result<()> {
+        self.check_cancelled()?;
+        let now = self.temp_used.fetch_add(bytes, Ordering::Relaxed).saturating_add(bytes);
+        if self.temp_limit != 0 && now > self.temp_limit {
+            self.temp_used.fetch_sub(bytes, Ordering::Relaxed);
+            return Err(Error::ResourcesExhausted(format!(
+                "temporary data limit exceeded: max_temporary_data_on_disk_size = {} bytes ({:.1} MiB), the query \
+                 would write {now} bytes to {}",
+                self.temp_limit,
+                mib(self.temp_limit),
+                dir.display()
+            )));
+        }
+        Ok(())
     }
 
     /// `Err(Error::Cancelled)` once the query's token is cancelled.
@@ -82,7 +247,8 @@ impl QueryContext {
     ///
     /// # Errors
     /// [`Error::ResourcesExhausted`] naming the limit and the operator when the query would
-    /// hold more than `max_memory_usage` bytes (the bytes are then not accounted);
+    /// hold more than `max_memory_usage` bytes, or the server's queries and caches more than
+    /// `max_server_memory_usage` (the bytes are then not accounted);
     /// [`Error::Cancelled`].
     pub fn grow(&self, bytes: usize, operator: &str) -> Result<()> {
         self.check_cancelled()?;
@@ -98,6 +264,12 @@ impl QueryContext {
                 mib(now)
             )));
         }
+        if let Some(server) = &self.server
+            && let Err(e) = server.grow(bytes, operator)
+        {
+            self.used.fetch_sub(bytes, Ordering::Relaxed);
+            return Err(e);
+        }
         self.peak.fetch_max(now, Ordering::Relaxed);
         Ok(())
     }
@@ -105,7 +277,14 @@ impl QueryContext {
     /// Releases `bytes` accounted earlier.
     pub fn shrink(&self, bytes: usize) {
         // Saturating: a release never underflows the counter even if callers misreport.
-        let _ = self.used.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| Some(u.saturating_sub(bytes)));
+        let mut released = 0;
+        let _ = self.used.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| {
+            released = u.min(bytes);
+            Some(u - released)
+        });
+        if let Some(server) = &self.server {
+            server.shrink(released);
+        }
     }
 
     /// Moves an operator's accounted size from `*accounted` to `now` bytes.
@@ -148,6 +327,32 @@ mod tests {
         assert_eq!(ctx.memory_usage(), 0);
         let unlimited = QueryContext::new(0, CancelToken::new());
         unlimited.grow(usize::MAX / 2, "a").unwrap();
+    }
+
+    #[test]
+    fn server_cap_covers_every_query_and_the_caches() {
+        let cache = Arc::new(AtomicUsize::new(100));
+        let c = cache.clone();
+        let server = Arc::new(ServerMemory::with_external(1000, move || c.load(Ordering::Relaxed)));
+        let a = QueryContext::new(0, CancelToken::new()).with_server(server.clone());
+        let b = QueryContext::new(800, CancelToken::new()).with_server(server.clone());
+        a.grow(500, "x").unwrap();
+        b.grow(300, "y").unwrap();
+        assert_eq!(server.query_bytes(), 800);
+        // 800 + 100 (cache) + 200 > 1000: refused, naming the cap; nothing accounted.
+        let e = b.grow(200, "GROUP BY hash table").unwrap_err();
+        assert!(e.to_string().contains("max_server_memory_usage = 1000"), "{e}");
+        assert_eq!((b.memory_usage(), server.query_bytes()), (300, 800));
+        cache.store(0, Ordering::Relaxed);
+        b.grow(200, "y").unwrap();
+        b.shrink(10_000);
+        assert_eq!(server.query_bytes(), 500);
+        b.grow(100, "y").unwrap();
+        drop(b);
+        drop(a);
+        assert_eq!(server.query_bytes(), 0);
+        server.set_limit(0);
+        QueryContext::new(0, CancelToken::new()).with_server(server).grow(usize::MAX / 4, "z").unwrap();
     }
 
     #[test]

@@ -13,8 +13,11 @@
 //! states are contiguous, so merging partition `p` of several threads reads memory
 //! sequentially and builds a table that fits in cache.
 
+use tessera_common::Result;
+
 use crate::accum::Accumulator;
-use crate::keys::GroupKey;
+use crate::keys::{GroupKey, KeyArena};
+use crate::spill::{Dec, Enc, corrupt};
 
 /// log2 of the number of radix partitions of a two-level table.
 pub(crate) const PARTITION_BITS: u32 = 8;
@@ -177,6 +180,54 @@ impl<K: GroupKey> GroupTable<K> {
                 t
             })
             .collect()
+    }
+
+    /// Appends the table's groups (keys, hashes, states; not the slots) to `out`, for a
+    /// spill file.
+    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
+        let mut e = Enc(out);
+        e.put(self.len() as u64);
+        for k in &self.keys {
+            k.encode(&mut e);
+        }
+        e.slice(&self.hashes);
+        for a in &self.accs {
+            a.encode(&mut e);
+        }
+    }
+
+    /// A table of the groups [`GroupTable::encode`] wrote; `accs` are empty states of the
+    /// query's aggregates, string key bytes are copied into `arena`.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] on bytes that do not decode to a table of these aggregates.
+    ///
+    /// # Safety
+    /// As [`GroupKey::decode`]: the table must not be used after `arena` is dropped.
+    pub(crate) unsafe fn decode(bytes: &[u8], accs: Vec<Accumulator>, arena: &mut KeyArena) -> Result<Self> {
+        let mut d = Dec::new(bytes);
+        // Each group has a hash of 8 bytes after the keys: bounds the count.
+        let n = d.len(8)?;
+        let mut keys = Vec::with_capacity(n);
+        for _ in 0..n {
+            // SAFETY: the caller does not use the table after `arena` is dropped.
+            keys.push(unsafe { K::decode(&mut d, arena)? });
+        }
+        let hashes: Vec<u64> = d.slice()?;
+        let mut t = GroupTable::new(accs, n);
+        if hashes.len() != n {
+            return Err(corrupt(format!("{n} keys but {} hashes", hashes.len())));
+        }
+        for (k, h) in keys.into_iter().zip(hashes) {
+            t.insert_new(k, h);
+        }
+        for a in &mut t.accs {
+            a.decode(&mut d, n)?;
+        }
+        if !d.is_empty() {
+            return Err(corrupt("bytes left after the last aggregate state".into()));
+        }
+        Ok(t)
     }
 
     /// Merges every group of `other` into `self`.

@@ -28,6 +28,7 @@ use tessera_kernels::{Kernels, hash_bytes, hash_u64, hash_u128};
 use crate::accum::OrdVal;
 use crate::filter::string_parts;
 use crate::plan::ScalarExpr;
+use crate::spill::{Dec, Enc};
 
 /// A group key: cloneable, comparable, hashable to 64 bits.
 pub(crate) trait GroupKey: Clone + PartialEq + Send + Sync {
@@ -66,6 +67,20 @@ pub(crate) trait GroupKey: Clone + PartialEq + Send + Sync {
     unsafe fn persist(&self, _arena: &mut KeyArena) -> Self {
         self.clone()
     }
+
+    /// Appends the key to a spill buffer (external GROUP BY).
+    fn encode(&self, out: &mut Enc<'_>);
+
+    /// Reads a key [`GroupKey::encode`] wrote; the bytes of a borrowing key are copied into
+    /// `arena`.
+    ///
+    /// # Errors
+    /// [`tessera_common::Error::Corrupt`] on truncated bytes.
+    ///
+    /// # Safety
+    /// As [`GroupKey::persist`]: the key may point into `arena`, so the caller must not use
+    /// it (or a clone) after `arena` is dropped.
+    unsafe fn decode(d: &mut Dec<'_>, arena: &mut KeyArena) -> Result<Self>;
 }
 
 /// Append-only byte arena for string group keys (ClickHouse's `Arena` behind its string
@@ -130,6 +145,10 @@ impl GroupKey for () {
     fn hash64(&self) -> u64 {
         0
     }
+    fn encode(&self, _: &mut Enc<'_>) {}
+    unsafe fn decode(_: &mut Dec<'_>, _: &mut KeyArena) -> Result<Self> {
+        Ok(())
+    }
 }
 /// Resizes `out` to `n` hashes.
 fn sized(out: &mut Vec<u64>, n: usize) -> &mut [u64] {
@@ -146,6 +165,12 @@ impl GroupKey for u64 {
     fn hash_batch(keys: &[Self], kern: &Kernels, out: &mut Vec<u64>) {
         (kern.hash_u64)(keys, sized(out, keys.len()));
     }
+    fn encode(&self, out: &mut Enc<'_>) {
+        out.put(*self);
+    }
+    unsafe fn decode(d: &mut Dec<'_>, _: &mut KeyArena) -> Result<Self> {
+        d.get()
+    }
 }
 impl GroupKey for u128 {
     #[inline]
@@ -154,6 +179,12 @@ impl GroupKey for u128 {
     }
     fn hash_batch(keys: &[Self], kern: &Kernels, out: &mut Vec<u64>) {
         (kern.hash_u128)(keys, sized(out, keys.len()));
+    }
+    fn encode(&self, out: &mut Enc<'_>) {
+        out.put(*self);
+    }
+    unsafe fn decode(d: &mut Dec<'_>, _: &mut KeyArena) -> Result<Self> {
+        d.get()
     }
 }
 impl GroupKey for &[u8] {
@@ -173,6 +204,14 @@ impl GroupKey for &[u8] {
     unsafe fn persist(&self, arena: &mut KeyArena) -> Self {
         // SAFETY: the caller's contract (not used after `arena` is dropped) is `copy`'s.
         unsafe { arena.copy(self) }
+    }
+    fn encode(&self, out: &mut Enc<'_>) {
+        out.bytes(self);
+    }
+    unsafe fn decode(d: &mut Dec<'_>, arena: &mut KeyArena) -> Result<Self> {
+        let b = d.bytes()?;
+        // SAFETY: the caller's contract (not used after `arena` is dropped) is `copy`'s.
+        Ok(unsafe { arena.copy(b) })
     }
 }
 impl GroupKey for (u128, &[u8]) {
@@ -207,6 +246,16 @@ impl GroupKey for (u128, &[u8]) {
         // SAFETY: the caller's contract (not used after `arena` is dropped) is `copy`'s.
         (self.0, unsafe { arena.copy(self.1) })
     }
+    fn encode(&self, out: &mut Enc<'_>) {
+        out.put(self.0);
+        out.bytes(self.1);
+    }
+    unsafe fn decode(d: &mut Dec<'_>, arena: &mut KeyArena) -> Result<Self> {
+        let fixed = d.get()?;
+        let b = d.bytes()?;
+        // SAFETY: the caller's contract (not used after `arena` is dropped) is `copy`'s.
+        Ok((fixed, unsafe { arena.copy(b) }))
+    }
 }
 impl GroupKey for Box<[u8]> {
     #[inline]
@@ -218,6 +267,12 @@ impl GroupKey for Box<[u8]> {
     #[inline(always)]
     fn heap_bytes(&self) -> usize {
         self.len().next_multiple_of(16)
+    }
+    fn encode(&self, out: &mut Enc<'_>) {
+        out.bytes(self);
+    }
+    unsafe fn decode(d: &mut Dec<'_>, _: &mut KeyArena) -> Result<Self> {
+        Ok(d.bytes()?.into())
     }
 }
 

@@ -18,16 +18,17 @@ mod hashtable;
 mod keys;
 mod morsel;
 mod partial;
-mod prewhere;
 pub mod plan;
 pub mod pool;
+mod prewhere;
 pub mod prune;
 mod scan;
+mod spill;
 
 use arrow::array::RecordBatch;
 use tessera_common::{Result, Settings};
 
-pub use context::{CancelToken, QueryContext};
+pub use context::{CancelToken, QueryContext, ServerMemory};
 pub use plan::*;
 pub use pool::Pools;
 
@@ -53,6 +54,14 @@ pub struct Profile {
     /// Times a GROUP BY worker aggregated its scattered rows early to release the streamed
     /// morsels their string keys borrowed (see `aggregate::scatter_retained_bytes`).
     pub partial_flushes: usize,
+    /// External GROUP BY: times a worker wrote its groups to disk (0: the query ran in
+    /// memory), the runs written (one per radix partition and spill), and their bytes on
+    /// disk (LZ4-compressed).
+    pub spills: usize,
+    /// See [`Profile::spills`].
+    pub spilled_runs: usize,
+    /// See [`Profile::spills`].
+    pub spilled_bytes: u64,
 }
 
 /// Runs `plan` with `settings` on a pool from `pools`; returns the answer as one batch.
@@ -60,7 +69,8 @@ pub struct Profile {
 /// # Errors
 /// I/O or corruption while loading columns, overflow in SUM, or resource errors.
 pub fn execute(plan: &Plan, settings: &Settings, pools: &Pools) -> Result<(RecordBatch, Profile)> {
-    let query = QueryContext::new(settings.max_memory_usage, CancelToken::new());
+    let query = QueryContext::new(settings.max_memory_usage, CancelToken::new())
+        .with_temporary_data_limit(settings.max_temporary_data_on_disk_size);
     execute_in(plan, settings, pools, &query)
 }
 

@@ -13,6 +13,14 @@
 //!
 //! The final phase runs one task per partition: it aggregates that partition's scattered
 //! rows of every worker, then merges the partition's groups of the frozen tables.
+//!
+//! **External GROUP BY**: a worker whose state passes its share of
+//! `max_bytes_before_external_group_by` moves it to disk ([`Partial::take_partitions`], one
+//! run per radix partition in the worker's [`SpillFile`]) and starts again empty. The final
+//! task of a partition then also reads that partition's runs back, one at a time, and merges
+//! them: memory holds about one partition per worker instead of all groups (ClickHouse's
+//! external aggregation writes two-level buckets the same way and merges them bucket by
+//! bucket).
 
 use std::sync::Arc;
 
@@ -25,6 +33,7 @@ use crate::accum::Accumulator;
 use crate::context::QueryContext;
 use crate::hashtable::{GroupTable, PARTITIONS, partition_of};
 use crate::keys::{GroupKey, KeyArena};
+use crate::spill::{Run, SpillFile};
 
 /// Aggregate input values of scattered rows, in their native width (dates as Int32 days,
 /// timestamps as Int64 seconds: the accumulators keep the logical type).
@@ -261,7 +270,12 @@ impl<K: GroupKey> Partial<K> {
     /// Pre-aggregation on flush bounds a string GROUP BY's memory by its groups instead of
     /// its rows (DuckDB's radix-partitioned aggregation also aggregates partitioned data
     /// before it grows unbounded).
-    pub(crate) fn flush(&mut self, arena: &mut KeyArena, new_accs: &impl Fn() -> Vec<Accumulator>, gids: &mut Vec<u32>) -> Result<()> {
+    pub(crate) fn flush(
+        &mut self,
+        arena: &mut KeyArena,
+        new_accs: &impl Fn() -> Vec<Accumulator>,
+        gids: &mut Vec<u32>,
+    ) -> Result<()> {
         let Partial::Scatter { frozen, parts, flushed } = self else { return Ok(()) };
         if flushed.is_empty() {
             *flushed = std::mem::replace(frozen, GroupTable::new(new_accs(), 0)).split(new_accs);
@@ -271,6 +285,29 @@ impl<K: GroupKey> Partial<K> {
             r.drain_into(t, gids, |k| unsafe { k.persist(arena) })?;
         }
         Ok(())
+    }
+
+    /// Takes every group out as one table per radix partition (scattered rows aggregated
+    /// first, their new keys copied into `arena`) and leaves the partial empty in its
+    /// current state, its buffers' capacity kept: what a worker writes to disk when it spills.
+    pub(crate) fn take_partitions(
+        &mut self,
+        arena: &mut KeyArena,
+        new_accs: &impl Fn() -> Vec<Accumulator>,
+        gids: &mut Vec<u32>,
+    ) -> Result<Vec<GroupTable<K>>> {
+        Ok(match self {
+            Partial::Single(t) => std::mem::replace(t, GroupTable::new(new_accs(), 0)).split(new_accs),
+            Partial::Two(parts) => {
+                std::mem::replace(parts, (0..PARTITIONS).map(|_| GroupTable::new(new_accs(), 0)).collect())
+            }
+            Partial::Scatter { .. } => {
+                self.flush(arena, new_accs, gids)?;
+                let Partial::Scatter { flushed, .. } = self else { unreachable!("matched above") };
+                // `frozen` is empty after a flush: the next flush splits it into new tables.
+                std::mem::take(flushed)
+            }
+        })
     }
 
     /// Adds the selected rows of a morsel: `keys[i]`/`hashes[i]` belong to input row
@@ -361,21 +398,62 @@ impl Scratch {
     }
 }
 
+/// The runs the workers of one query spilled: their files, and per radix partition where
+/// its runs are (file index, run).
+#[derive(Debug, Default)]
+pub(crate) struct Spilled {
+    files: Vec<SpillFile>,
+    runs: Vec<Vec<(usize, Run)>>,
+}
+
+impl Spilled {
+    /// Adds a worker's file and its runs per partition (`runs[p]`).
+    pub(crate) fn add(&mut self, file: SpillFile, runs: Vec<Vec<Run>>) {
+        let f = self.files.len();
+        self.files.push(file);
+        self.runs.resize_with(PARTITIONS, Vec::new);
+        for (p, rs) in runs.into_iter().enumerate() {
+            self.runs[p].extend(rs.into_iter().map(|r| (f, r)));
+        }
+    }
+
+    /// Whether anything was spilled.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// Runs written, in all.
+    pub(crate) fn run_count(&self) -> usize {
+        self.runs.iter().map(|r| r.len()).sum()
+    }
+
+    /// Bytes written to the files (compressed).
+    pub(crate) fn bytes(&self) -> u64 {
+        self.files.iter().map(|f| f.len()).sum()
+    }
+}
+
 /// What one partition's final task consumes.
 struct PartitionInput<K> {
     tables: Vec<GroupTable<K>>,
     rows: Vec<Scattered<K>>,
+    runs: Vec<(usize, Run)>,
 }
 
-/// Final phase over radix partitions: returns one final table per non-empty partition.
-/// Runs on the current rayon pool.
+/// Final phase over radix partitions: builds each non-empty partition's final table (from
+/// the partials' pieces and the spilled runs) and hands it to `finish`, whose results are
+/// returned, so that only the partitions in flight are in memory. Runs on the current rayon
+/// pool.
 /// Memory is accounted in `query`: each partition's final table is added when built and
-/// the partition's inputs released once merged; cancellation is checked per partition.
-pub(crate) fn finalize_partitioned<K: GroupKey>(
+/// released after `finish`, the partition's inputs released once merged; cancellation is
+/// checked per partition and per run.
+pub(crate) fn finalize_partitioned<K: GroupKey, R: Send>(
     partials: Vec<Partial<K>>,
+    spilled: &Spilled,
     new_accs: &(impl Fn() -> Vec<Accumulator> + Sync),
     query: &QueryContext,
-) -> Result<Vec<GroupTable<K>>> {
+    finish: &(impl Fn(GroupTable<K>) -> Result<R> + Sync),
+) -> Result<Vec<R>> {
     let prepared: Vec<(Vec<GroupTable<K>>, Option<Vec<Scattered<K>>>)> = partials
         .into_par_iter()
         .map(|p| match p {
@@ -388,8 +466,13 @@ pub(crate) fn finalize_partitioned<K: GroupKey>(
             Partial::Scatter { frozen, parts, .. } => (frozen.split(new_accs), Some(parts)),
         })
         .collect();
-    let mut inputs: Vec<PartitionInput<K>> =
-        (0..PARTITIONS).map(|_| PartitionInput { tables: Vec::new(), rows: Vec::new() }).collect();
+    let mut inputs: Vec<PartitionInput<K>> = (0..PARTITIONS)
+        .map(|p| PartitionInput {
+            tables: Vec::new(),
+            rows: Vec::new(),
+            runs: spilled.runs.get(p).cloned().unwrap_or_default(),
+        })
+        .collect();
     for (tables, rows) in prepared {
         for (p, t) in tables.into_iter().enumerate() {
             if t.len() > 0 {
@@ -413,10 +496,13 @@ pub(crate) fn finalize_partitioned<K: GroupKey>(
         .sum();
     let mut accounted = query.memory_usage();
     query.resize(&mut accounted, split_bytes, "GROUP BY radix partitions")?;
-    let finals: Vec<GroupTable<K>> = inputs
+    inputs
         .into_par_iter()
-        .map(|mut input| -> Result<GroupTable<K>> {
+        .filter(|i| !i.tables.is_empty() || !i.rows.is_empty() || !i.runs.is_empty())
+        .map(|mut input| -> Result<R> {
             query.check_cancelled()?;
+            // Keys read back from runs are copied here; dropped after the final table.
+            let mut arena = KeyArena::default();
             let input_bytes = input.tables.iter().map(|t| t.memory_size()).sum::<usize>()
                 + input.rows.iter().map(|r| r.memory_size()).sum::<usize>();
             let mut f = if input.rows.is_empty() && !input.tables.is_empty() {
@@ -438,11 +524,34 @@ pub(crate) fn finalize_partitioned<K: GroupKey>(
             }
             query.grow(f.memory_size(), "GROUP BY merge of radix partitions")?;
             query.shrink(input_bytes);
-            Ok(f)
+            let mut accounted = f.memory_size();
+            for &(file, run) in &input.runs {
+                query.check_cancelled()?;
+                let bytes = spilled.files[file].read(run)?;
+                // SAFETY: `t` and `f` (which may keep clones of `t`'s keys) are dropped
+                // before `arena`: `f` is consumed by `finish` below, in this closure.
+                let t = unsafe { GroupTable::decode(&bytes, new_accs(), &mut arena)? };
+                drop(bytes);
+                let run_bytes = t.memory_size();
+                query.grow(run_bytes, "GROUP BY merge of spilled partitions")?;
+                if f.len() == 0 {
+                    f = t;
+                } else {
+                    f.merge_from(&t);
+                    drop(t);
+                }
+                query.shrink(run_bytes);
+                query.resize(
+                    &mut accounted,
+                    f.memory_size() + arena.memory_size(),
+                    "GROUP BY merge of spilled partitions",
+                )?;
+            }
+            let out = finish(f);
+            query.shrink(accounted);
+            out
         })
-        .filter(|f| f.as_ref().map_or(true, |f| f.len() > 0))
-        .collect::<Result<_>>()?;
-    Ok(finals)
+        .collect()
 }
 
 /// Whether scattered rows can carry the aggregate inputs: none may hold NULLs

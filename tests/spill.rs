@@ -1,0 +1,256 @@
+//! External GROUP BY (spilling to temporary files) and the process-wide memory cap: answers
+//! equal the in-memory path for every key layout, with NULLs, 1 and 3 threads; temporary
+//! files never outlive the query, nor a killed process; concurrent queries over
+//! `max_server_memory_usage` fail cleanly or finish.
+
+use std::io::BufRead;
+use std::path::Path;
+use std::sync::Arc;
+
+use tessera::arrow::array::*;
+use tessera::arrow::datatypes::*;
+use tessera::{Database, Error, Settings};
+
+const ROWS: usize = 60_000;
+
+/// A table `t` of `ROWS` rows in batches of 8,192: ~20,000 distinct `k`, strings with
+/// NULLs and empty strings, NULLs in `kn` and `vn`, a float column with -0.0 and NaN.
+fn database() -> Database {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new("k32", DataType::Int32, false),
+        Field::new("s", DataType::Utf8, true),
+        Field::new("v", DataType::Int64, false),
+        Field::new("f", DataType::Float64, false),
+        Field::new("kn", DataType::Int64, true),
+        Field::new("vn", DataType::Int32, true),
+    ]));
+    let mut batches = Vec::new();
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for start in (0..ROWS).step_by(8192) {
+        let n = 8192.min(ROWS - start);
+        let r: Vec<u64> = (0..n).map(|_| next()).collect();
+        let k: Vec<i64> = r.iter().map(|x| (x % 20_000) as i64 - 10_000).collect();
+        let k32: Vec<i32> = r.iter().map(|x| ((x >> 20) % 7) as i32).collect();
+        let s: Vec<Option<String>> = r
+            .iter()
+            .map(|x| match (x >> 32) % 50 {
+                0 => None,
+                1 => Some(String::new()),
+                m => Some(format!("url-{}-{}", (x >> 8) % 9_000, "p".repeat(m as usize))),
+            })
+            .collect();
+        let v: Vec<i64> = r.iter().map(|x| ((x >> 3) % 1_000_000) as i64 - 500_000).collect();
+        let f: Vec<f64> = r
+            .iter()
+            .map(|x| match (x >> 40) % 100 {
+                0 => f64::NAN,
+                1 => -0.0,
+                m => m as f64 * 0.5,
+            })
+            .collect();
+        let kn: Vec<Option<i64>> =
+            r.iter().map(|x| ((x >> 16) % 10 != 0).then_some(((x >> 24) % 15_000) as i64)).collect();
+        let vn: Vec<Option<i32>> =
+            r.iter().map(|x| ((x >> 28) % 4 != 0).then_some(((x >> 44) % 1000) as i32)).collect();
+        batches.push(
+            RecordBatch::try_new(
+                schema.clone(),
+                vec![
+                    Arc::new(Int64Array::from(k)),
+                    Arc::new(Int32Array::from(k32)),
+                    Arc::new(StringArray::from(s)),
+                    Arc::new(Int64Array::from(v)),
+                    Arc::new(Float64Array::from(f)),
+                    Arc::new(Int64Array::from(kn)),
+                    Arc::new(Int32Array::from(vn)),
+                ],
+            )
+            .unwrap(),
+        );
+    }
+    let db = Database::new();
+    db.register_batches("t", schema, &batches).unwrap();
+    db
+}
+
+/// One query per key layout (and the NULL / non-scatterable paths), each ordered by all its
+/// keys so that the answer is fully defined, plus top-N shapes.
+const QUERIES: &[&str] = &[
+    // fixed64, scattered rows (no NULL inputs)
+    "SELECT k, COUNT(*), SUM(v), MIN(v), MAX(f), AVG(v) FROM t GROUP BY k ORDER BY k",
+    // fixed128
+    "SELECT k32, k, COUNT(*) AS c, SUM(v) FROM t GROUP BY k32, k ORDER BY k32, k",
+    // string, with a NULL key and the empty string
+    "SELECT s, COUNT(*), SUM(v), MIN(f) FROM t GROUP BY s ORDER BY s",
+    // fixed + string
+    "SELECT k32, s, COUNT(*), MAX(v) FROM t GROUP BY k32, s ORDER BY k32, s",
+    // NULL keys and NULL inputs (two-level tables), string MIN/MAX and COUNT(DISTINCT)
+    // (states with heap bytes)
+    "SELECT kn, COUNT(vn), SUM(vn), MIN(s), MAX(s), COUNT(DISTINCT s), COUNT(DISTINCT vn) FROM t GROUP BY kn ORDER BY kn",
+    // top-N over spilled partitions (ties broken by the key)
+    "SELECT k, COUNT(*) AS c FROM t GROUP BY k ORDER BY c DESC, k LIMIT 10",
+    "SELECT s, SUM(v) AS x FROM t WHERE k > 0 GROUP BY s ORDER BY x DESC LIMIT 5",
+];
+
+fn settings(threads: usize) -> Settings {
+    let mut s = Settings::default();
+    s.max_threads = threads;
+    s
+}
+
+#[test]
+fn spilled_group_by_equals_in_memory_for_every_layout() {
+    let db = database();
+    let tmp = tempfile::tempdir().unwrap();
+    for sql in QUERIES {
+        let mut base = settings(1);
+        base.max_bytes_ratio_before_external_group_by = 0.0;
+        base.max_server_memory_usage = 0;
+        let (want, profile) = db.sql_profiled(sql, Some(&base)).unwrap();
+        assert_eq!(profile.spills, 0, "{sql}");
+        let want = format!("{want:?}");
+        for threads in [1, 3] {
+            for (threshold, serialized) in [(100_000, false), (256, false), (256, true)] {
+                let mut s = settings(threads);
+                s.max_bytes_before_external_group_by = 32 << 10;
+                s.group_by_two_level_threshold = threshold;
+                s.group_by_force_serialized = serialized;
+                s.tmp_path = Some(tmp.path().to_path_buf());
+                let case = format!("{sql} / {threads} threads, threshold {threshold}, serialized {serialized}");
+                let (got, profile) = db.sql_profiled(sql, Some(&s)).unwrap_or_else(|e| panic!("{case}: {e}"));
+                assert_eq!(format!("{got:?}"), want, "{case}");
+                assert!(
+                    profile.spills > 0 && profile.spilled_runs > 0 && profile.spilled_bytes > 0,
+                    "{case}: {profile:?}"
+                );
+                assert!(profile.two_level, "{case}");
+                assert_no_files(tmp.path());
+            }
+        }
+    }
+}
+
+fn assert_no_files(dir: &Path) {
+    let left: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
+}
+
+#[test]
+fn temporary_data_limit_and_bad_tmp_path_are_clean_errors() {
+    let db = database();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut s = settings(2);
+    s.max_bytes_before_external_group_by = 32 << 10;
+    s.tmp_path = Some(tmp.path().to_path_buf());
+    s.max_temporary_data_on_disk_size = 10_000;
+    let e = db.sql_profiled(QUERIES[0], Some(&s)).unwrap_err();
+    assert!(matches!(e, Error::ResourcesExhausted(_)), "{e}");
+    assert!(e.to_string().contains("max_temporary_data_on_disk_size = 10000"), "{e}");
+    assert_no_files(tmp.path());
+    s.max_temporary_data_on_disk_size = 0;
+    s.tmp_path = Some(tmp.path().join("missing"));
+    let e = db.sql_profiled(QUERIES[0], Some(&s)).unwrap_err();
+    assert!(matches!(e, Error::Io { .. }), "{e}");
+    assert!(e.to_string().contains("missing"), "{e}");
+    // Settings by SQL.
+    db.sql(&format!("SET tmp_path = '{}'", tmp.path().display())).unwrap();
+    db.sql("SET max_bytes_before_external_group_by = 32768").unwrap();
+    let (_, profile) = db.sql_profiled(QUERIES[1], None).unwrap();
+    assert!(profile.spills > 0);
+    assert_no_files(tmp.path());
+}
+
+/// A query that would pass `max_server_memory_usage` spills (the default threshold is half
+/// of the cap when the query has no limit of its own) and finishes; with spilling off it
+/// fails naming the cap. Concurrent queries that together pass the cap fail cleanly or
+/// finish with the right answer, and give every byte back.
+#[test]
+fn server_memory_cap_spills_or_fails_cleanly() {
+    let db = database();
+    let sql = QUERIES[0];
+    // One worker: the peak does not depend on how threads interleave.
+    let mut free = settings(1);
+    free.max_bytes_ratio_before_external_group_by = 0.0;
+    free.max_server_memory_usage = 0;
+    db.sql("SET max_server_memory_usage = 0").unwrap();
+    let (want, profile) = db.sql_profiled(sql, Some(&free)).unwrap();
+    let need = profile.peak_memory_bytes;
+    assert!(need > 1 << 20, "{profile:?}");
+    // Below what the query needs in memory, above what it needs spilling (the answer's
+    // 19,000 rows are materialised and sorted whatever the budget).
+    let cap = need * 3 / 4;
+    db.sql(&format!("SET max_server_memory_usage = {cap}")).unwrap();
+    // A query's own value is ignored: the database's cap holds.
+    let e = db.sql_profiled(sql, Some(&free)).unwrap_err();
+    assert!(e.to_string().contains(&format!("max_server_memory_usage = {cap}")), "{e}");
+    assert_eq!(db.server_memory().query_bytes(), 0);
+    let spilling = settings(1);
+    let (got, profile) = db.sql_profiled(sql, Some(&spilling)).unwrap();
+    assert_eq!(format!("{got:?}"), format!("{want:?}"));
+    assert!(profile.spills > 0, "{profile:?}");
+    // Eight at once, spilling off, each under its own limit but together over the cap.
+    let mut own = free.clone();
+    own.max_threads = 2;
+    own.max_memory_usage = need as u64 * 2;
+    let db = &db;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..8).map(|_| scope.spawn(|| db.sql_profiled(sql, Some(&own)))).collect();
+        for h in handles {
+            match h.join().unwrap() {
+                Ok((got, _)) => assert_eq!(format!("{got:?}"), format!("{want:?}")),
+                Err(e) => assert!(matches!(e, Error::ResourcesExhausted(_)), "{e}"),
+            }
+        }
+    });
+    assert_eq!(db.server_memory().query_bytes(), 0);
+}
+
+/// The variable that makes this test binary the child of the kill test.
+const CHILD: &str = "TESSERA_SPILL_KILL_CHILD";
+
+/// A process killed while spilling leaves no temporary file (they have no name), and the
+/// next database on the same `tmp_path` spills there as usual.
+#[test]
+fn killed_while_spilling_leaves_nothing_behind() {
+    let db = database();
+    let mut s = settings(2);
+    s.max_bytes_before_external_group_by = 32 << 10;
+    if let Some(dir) = std::env::var_os(CHILD) {
+        s.tmp_path = Some(dir.into());
+        let start = std::time::Instant::now();
+        // Spill until killed (at most a minute, so an orphan cannot run forever).
+        while start.elapsed().as_secs() < 60 {
+            let (_, p) = db.sql_profiled(QUERIES[4], Some(&s)).unwrap();
+            println!("spilled {}", p.spilled_bytes);
+        }
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "killed_while_spilling_leaves_nothing_behind", "--nocapture", "--test-threads=1"])
+        .env(CHILD, tmp.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    // Two queries done: the child is spilling its third.
+    let mut spilled = 0;
+    while spilled < 2 {
+        let line = lines.next().expect("child ended early").unwrap();
+        spilled += usize::from(line.starts_with("spilled "));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_no_files(tmp.path());
+    s.tmp_path = Some(tmp.path().to_path_buf());
+    let (_, p) = db.sql_profiled(QUERIES[4], Some(&s)).unwrap();
+    assert!(p.spills > 0);
+    assert_no_files(tmp.path());
+}
