@@ -83,7 +83,10 @@ fn max_memory_usage_fails_only_the_query_over_it() {
     let db = database();
     let want = db.sql(Q33_LIKE).unwrap();
     let (_, profile) = db.sql_profiled(Q33_LIKE, None).unwrap();
-    assert!(profile.peak_memory_bytes >= profile.hash_table_bytes && profile.hash_table_bytes > 0, "{profile:?}");
+    // The final phase builds, emits and drops one partition's table at a time: the peak
+    // holds less than all final tables together.
+    assert!(profile.peak_memory_bytes > 0 && profile.hash_table_bytes > 0, "{profile:?}");
+    assert!(profile.peak_memory_bytes < profile.hash_table_bytes * 2, "{profile:?}");
 
     // 1 MB: far below the Q33 tables (200k groups), far above COUNT(*)'s needs.
     let low = format!("{Q33_LIKE} SETTINGS max_memory_usage = 1000000");

@@ -326,24 +326,20 @@ impl<K: GroupKey> Worker<K> {
 
     /// External GROUP BY: writes every group to the worker's temporary file, one run per
     /// radix partition, and empties the tables, the key arena and the retained morsels.
-    fn spill(&mut self, ctx: &Ctx<'_>, new_accs: &impl Fn() -> Vec<Accumulator>) -> Result<()> {
-        let parts = self.table.take_partitions(&mut self.scratch.arena, new_accs, &mut self.gids)?;
+    /// `keep_rows`: the radix buffers keep room for about that many rows.
+    fn spill(&mut self, ctx: &Ctx<'_>, new_accs: &impl Fn() -> Vec<Accumulator>, keep_rows: usize) -> Result<()> {
         if self.spill.is_none() {
             self.spill = Some(SpillFile::create(&ctx.settings.temporary_directory())?);
             self.runs = vec![Vec::new(); PARTITIONS];
         }
-        let file = self.spill.as_mut().expect("created above");
-        let mut buf = Vec::new();
-        for (p, t) in parts.iter().enumerate() {
-            if t.len() > 0 {
-                buf.clear();
-                t.encode(&mut buf);
-                self.runs[p].push(file.append(&buf, ctx.query)?);
-            }
-        }
+        let (file, runs) = (self.spill.as_mut().expect("created above"), &mut self.runs);
+        self.table.spill_partitions(new_accs, |p, run| {
+            runs[p].push(file.append(run, ctx.query)?);
+            Ok(())
+        })?;
+        self.table.shrink_buffers(keep_rows);
         // Nothing points into the arena or the retained morsels any more: the tables that
         // did are written and dropped, the radix buffers were drained.
-        drop(parts);
         self.scratch.arena = KeyArena::default();
         self.retained.clear();
         ctx.query.shrink(std::mem::take(&mut self.retained_bytes));
@@ -483,8 +479,10 @@ where
                 }
             }
             added?;
-            if spill_limit.is_some_and(|limit| w.state_bytes() > limit) {
-                w.spill(ctx, &new_accs)?;
+            if let Some(limit) = spill_limit
+                && w.state_bytes() > limit
+            {
+                w.spill(ctx, &new_accs, limit / 2 / row_bytes)?;
             }
             Ok(())
         },

@@ -196,15 +196,17 @@ impl<K: GroupKey> GroupTable<K> {
         }
     }
 
-    /// A table of the groups [`GroupTable::encode`] wrote; `accs` are empty states of the
-    /// query's aggregates, string key bytes are copied into `arena`.
+    /// Merges the groups [`GroupTable::encode`] wrote into this table: keys are looked up
+    /// by their saved hash (inserted directly while the table is empty), states merged. `accs`
+    /// are empty states of the query's aggregates; string key bytes are copied into `arena`.
     ///
     /// # Errors
-    /// [`Error::Corrupt`] on bytes that do not decode to a table of these aggregates.
+    /// [`Error::Corrupt`] on bytes that do not decode to groups of these aggregates (the
+    /// table is then unchanged).
     ///
     /// # Safety
     /// As [`GroupKey::decode`]: the table must not be used after `arena` is dropped.
-    pub(crate) unsafe fn decode(bytes: &[u8], accs: Vec<Accumulator>, arena: &mut KeyArena) -> Result<Self> {
+    pub(crate) unsafe fn merge_encoded(&mut self, bytes: &[u8], mut accs: Vec<Accumulator>, arena: &mut KeyArena) -> Result<()> {
         let mut d = Dec::new(bytes);
         // Each group has a hash of 8 bytes after the keys: bounds the count.
         let n = d.len(8)?;
@@ -214,20 +216,47 @@ impl<K: GroupKey> GroupTable<K> {
             keys.push(unsafe { K::decode(&mut d, arena)? });
         }
         let hashes: Vec<u64> = d.slice()?;
-        let mut t = GroupTable::new(accs, n);
         if hashes.len() != n {
             return Err(corrupt(format!("{n} keys but {} hashes", hashes.len())));
         }
-        for (k, h) in keys.into_iter().zip(hashes) {
-            t.insert_new(k, h);
-        }
-        for a in &mut t.accs {
+        for a in &mut accs {
             a.decode(&mut d, n)?;
         }
         if !d.is_empty() {
             return Err(corrupt("bytes left after the last aggregate state".into()));
         }
-        Ok(t)
+        let mut pairs = Vec::with_capacity(n);
+        if self.keys.is_empty() {
+            self.reserve(n);
+            for (g, (k, h)) in keys.into_iter().zip(hashes).enumerate() {
+                pairs.push((self.insert_new(k, h), g as u32));
+            }
+        } else {
+            for (g, (k, &h)) in keys.iter().zip(&hashes).enumerate() {
+                pairs.push((self.find_or_insert(k, h), g as u32));
+            }
+        }
+        self.sync_accs();
+        for (a, b) in self.accs.iter_mut().zip(&accs) {
+            a.merge(&pairs, b);
+        }
+        Ok(())
+    }
+
+    /// Room for `n` more groups without growing.
+    fn reserve(&mut self, n: usize) {
+        self.keys.reserve(n);
+        self.hashes.reserve(n);
+        for a in &mut self.accs {
+            a.reserve(n);
+        }
+        let want = ((self.keys.len() + n) * 2).next_power_of_two();
+        if want > self.slots.len() {
+            self.slots = zeroed(want);
+            for g in 0..self.keys.len() {
+                self.place(self.hashes[g], g as u32);
+            }
+        }
     }
 
     /// Merges every group of `other` into `self`.

@@ -44,7 +44,8 @@ pub struct Profile {
     pub two_level: bool,
     /// Rows that passed the filter.
     pub rows_in: usize,
-    /// Bytes held by the final hash tables (keys, hashes, slots, states).
+    /// Bytes of the final hash tables (keys, hashes, slots, states), summed; the final
+    /// phase holds only the partitions in flight at a time, not all of them.
     pub hash_table_bytes: usize,
     /// The most bytes the query's accounted buffers held at once (see [`QueryContext`]).
     pub peak_memory_bytes: usize,

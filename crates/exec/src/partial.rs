@@ -33,12 +33,12 @@ use crate::accum::Accumulator;
 use crate::context::QueryContext;
 use crate::hashtable::{GroupTable, PARTITIONS, partition_of};
 use crate::keys::{GroupKey, KeyArena};
-use crate::spill::{Run, SpillFile};
+use crate::spill::{Dec, Enc, Run, SpillFile, corrupt};
 
 /// Aggregate input values of scattered rows, in their native width (dates as Int32 days,
 /// timestamps as Int64 seconds: the accumulators keep the logical type).
 macro_rules! raw_vals {
-    ($($variant:ident($native:ty, $arrow:ty)),* $(,)?) => {
+    ($($variant:ident($native:ty, $arrow:ty) = $tag:literal),* $(,)?) => {
         #[derive(Debug)]
         pub(crate) enum RawVals {
             /// COUNT(*), or COUNT(col) of a string column without NULLs: no values.
@@ -91,11 +91,55 @@ macro_rules! raw_vals {
                 }
             }
 
+            /// Appends the values to a spill buffer: a tag byte for the type, then the values.
+            fn encode(&self, e: &mut Enc<'_>) {
+                match self {
+                    RawVals::None => e.put(0u8),
+                    $(RawVals::$variant(v) => {
+                        e.put($tag as u8);
+                        e.slice(v);
+                    })*
+                }
+            }
+
+            /// Reads values [`RawVals::encode`] wrote.
+            fn decode(d: &mut Dec<'_>) -> Result<RawVals> {
+                Ok(match d.get::<u8>()? {
+                    0 => RawVals::None,
+                    $($tag => RawVals::$variant(d.slice()?),)*
+                    t => return Err(corrupt(format!("aggregate input type tag {t}"))),
+                })
+            }
+
+            /// Number of values (0 for `None`).
+            fn len(&self) -> Option<usize> {
+                match self {
+                    RawVals::None => None,
+                    $(RawVals::$variant(v) => Some(v.len()),)*
+                }
+            }
+
+            /// Lowers the reserved capacity to at most `cap` values (keeps at least `len`).
+            fn shrink_to(&mut self, cap: usize) {
+                match self {
+                    RawVals::None => {}
+                    $(RawVals::$variant(v) => v.shrink_to(cap),)*
+                }
+            }
+
             /// Bytes reserved for the values.
             fn memory_size(&self) -> usize {
                 match self {
                     RawVals::None => 0,
                     $(RawVals::$variant(v) => v.capacity() * std::mem::size_of::<$native>(),)*
+                }
+            }
+
+            /// Removes the values (capacity kept).
+            fn clear(&mut self) {
+                match self {
+                    RawVals::None => {}
+                    $(RawVals::$variant(v) => v.clear(),)*
                 }
             }
 
@@ -115,17 +159,22 @@ macro_rules! raw_vals {
 }
 
 raw_vals!(
-    I8(i8, Int8Type),
-    I16(i16, Int16Type),
-    I32(i32, Int32Type),
-    I64(i64, Int64Type),
-    U8(u8, UInt8Type),
-    U16(u16, UInt16Type),
-    U32(u32, UInt32Type),
-    U64(u64, UInt64Type),
-    F32(f32, Float32Type),
-    F64(f64, Float64Type),
+    I8(i8, Int8Type) = 1,
+    I16(i16, Int16Type) = 2,
+    I32(i32, Int32Type) = 3,
+    I64(i64, Int64Type) = 4,
+    U8(u8, UInt8Type) = 5,
+    U16(u16, UInt16Type) = 6,
+    U32(u32, UInt32Type) = 7,
+    U64(u64, UInt64Type) = 8,
+    F32(f32, Float32Type) = 9,
+    F64(f64, Float64Type) = 10,
 );
+
+/// First byte of a spilled run: a partition's groups ([`GroupTable::encode`]) ...
+pub(crate) const TABLE_RUN: u8 = 0;
+/// ... or its scattered rows, not aggregated ([`Scattered`]).
+pub(crate) const ROWS_RUN: u8 = 1;
 
 /// Rows of one radix partition, not yet aggregated.
 #[derive(Debug)]
@@ -140,6 +189,55 @@ pub(crate) struct Scattered<K> {
 impl<K> Scattered<K> {
     fn len(&self) -> usize {
         self.keys.len()
+    }
+
+    /// Appends the rows to a spill buffer (a rows run, tag [`ROWS_RUN`]) and clears them,
+    /// keeping the buffers' capacity.
+    fn encode_and_clear(&mut self, out: &mut Vec<u8>)
+    where
+        K: GroupKey,
+    {
+        let mut e = Enc(out);
+        e.put(ROWS_RUN);
+        e.put(self.keys.len() as u64);
+        for k in &self.keys {
+            k.encode(&mut e);
+        }
+        e.slice(&self.hashes);
+        e.put(self.vals.len() as u64);
+        for v in &mut self.vals {
+            v.encode(&mut e);
+            v.clear();
+        }
+        self.keys.clear();
+        self.hashes.clear();
+        self.key_heap = 0;
+    }
+
+    /// Rows a rows run holds; string key bytes are copied into `arena`.
+    ///
+    /// # Safety
+    /// As [`GroupKey::decode`]: the rows must not be used after `arena` is dropped.
+    unsafe fn decode(d: &mut Dec<'_>, arena: &mut KeyArena) -> Result<Self>
+    where
+        K: GroupKey,
+    {
+        let n = d.len(8)?;
+        let mut keys = Vec::with_capacity(n);
+        let mut key_heap = 0;
+        for _ in 0..n {
+            // SAFETY: the caller does not use the rows after `arena` is dropped.
+            let k = unsafe { K::decode(d, arena)? };
+            key_heap += k.heap_bytes();
+            keys.push(k);
+        }
+        let hashes: Vec<u64> = d.slice()?;
+        let m = d.len(1)?;
+        let vals = (0..m).map(|_| RawVals::decode(d)).collect::<Result<Vec<_>>>()?;
+        if hashes.len() != n || vals.iter().any(|v| v.len().is_some_and(|l| l != n)) || !d.is_empty() {
+            return Err(corrupt(format!("a rows run of {n} keys does not match its hashes and values")));
+        }
+        Ok(Scattered { keys, key_heap, hashes, vals })
     }
 
     /// Aggregates the rows into `t` (keys stored with `store`) and clears them, keeping the
@@ -160,6 +258,15 @@ impl<K> Scattered<K> {
         self.hashes.clear();
         self.key_heap = 0;
         Ok(())
+    }
+
+    /// Lowers the buffers' reserved capacity to at most `cap` rows (keeps the rows held).
+    fn shrink_to(&mut self, cap: usize) {
+        self.keys.shrink_to(cap);
+        self.hashes.shrink_to(cap);
+        for v in &mut self.vals {
+            v.shrink_to(cap);
+        }
     }
 
     /// Bytes reserved for keys (inline part and heap), hashes and values.
@@ -287,27 +394,65 @@ impl<K: GroupKey> Partial<K> {
         Ok(())
     }
 
-    /// Takes every group out as one table per radix partition (scattered rows aggregated
-    /// first, their new keys copied into `arena`) and leaves the partial empty in its
-    /// current state, its buffers' capacity kept: what a worker writes to disk when it spills.
-    pub(crate) fn take_partitions(
+    /// Hands the state to `write` as runs, a radix partition at a time (its number and the
+    /// run's bytes: the partition's groups, [`TABLE_RUN`], and its scattered rows as they
+    /// are, [`ROWS_RUN`]: the scatter path does not aggregate before the final phase, on disk
+    /// either), and leaves the partial empty in its current state, the radix buffers'
+    /// capacity kept: what a worker writes to disk when it spills. Keys are not copied:
+    /// `write` runs while the morsels scattered keys borrow are alive.
+    pub(crate) fn spill_partitions(
         &mut self,
-        arena: &mut KeyArena,
         new_accs: &impl Fn() -> Vec<Accumulator>,
-        gids: &mut Vec<u32>,
-    ) -> Result<Vec<GroupTable<K>>> {
-        Ok(match self {
-            Partial::Single(t) => std::mem::replace(t, GroupTable::new(new_accs(), 0)).split(new_accs),
+        mut write: impl FnMut(usize, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let empty = || GroupTable::new(new_accs(), 0);
+        let mut buf = Vec::new();
+        let mut table = |p: usize, t: &GroupTable<K>, rows: Option<&mut Scattered<K>>| -> Result<()> {
+            if t.len() > 0 {
+                buf.clear();
+                buf.push(TABLE_RUN);
+                t.encode(&mut buf);
+                write(p, &buf)?;
+            }
+            if let Some(rows) = rows.filter(|r| r.len() > 0) {
+                buf.clear();
+                rows.encode_and_clear(&mut buf);
+                write(p, &buf)?;
+            }
+            Ok(())
+        };
+        match self {
+            Partial::Single(t) => {
+                for (p, t) in std::mem::replace(t, empty()).split(new_accs).iter().enumerate() {
+                    table(p, t, None)?;
+                }
+            }
             Partial::Two(parts) => {
-                std::mem::replace(parts, (0..PARTITIONS).map(|_| GroupTable::new(new_accs(), 0)).collect())
+                for (p, t) in parts.iter_mut().enumerate() {
+                    table(p, &std::mem::replace(t, empty()), None)?;
+                }
             }
-            Partial::Scatter { .. } => {
-                self.flush(arena, new_accs, gids)?;
-                let Partial::Scatter { flushed, .. } = self else { unreachable!("matched above") };
-                // `frozen` is empty after a flush: the next flush splits it into new tables.
-                std::mem::take(flushed)
+            Partial::Scatter { frozen, parts, flushed } => {
+                // The frozen table is small (at most the two-level threshold's groups).
+                let tables =
+                    if flushed.is_empty() { std::mem::replace(frozen, empty()).split(new_accs) } else { std::mem::take(flushed) };
+                for (p, (t, rows)) in tables.into_iter().zip(parts.iter_mut()).enumerate() {
+                    table(p, &t, Some(rows))?;
+                }
             }
-        })
+        }
+        Ok(())
+    }
+
+    /// Caps the reserved capacity of the radix buffers at about `rows` rows in all: their
+    /// vectors double as rows come in, and a spilling worker's emptied buffers must not hold
+    /// its budget by themselves. Does nothing unless scattering.
+    pub(crate) fn shrink_buffers(&mut self, rows: usize) {
+        let Partial::Scatter { parts, .. } = self else { return };
+        let per_part = rows / PARTITIONS + 16;
+        for p in parts {
+            p.shrink_to(per_part);
+        }
     }
 
     /// Adds the selected rows of a morsel: `keys[i]`/`hashes[i]` belong to input row
@@ -528,24 +673,23 @@ pub(crate) fn finalize_partitioned<K: GroupKey, R: Send>(
             for &(file, run) in &input.runs {
                 query.check_cancelled()?;
                 let bytes = spilled.files[file].read(run)?;
-                // SAFETY: `t` and `f` (which may keep clones of `t`'s keys) are dropped
-                // before `arena`: `f` is consumed by `finish` below, in this closure.
-                let t = unsafe { GroupTable::decode(&bytes, new_accs(), &mut arena)? };
-                drop(bytes);
-                let run_bytes = t.memory_size();
-                query.grow(run_bytes, "GROUP BY merge of spilled partitions")?;
-                if f.len() == 0 {
-                    f = t;
-                } else {
-                    f.merge_from(&t);
-                    drop(t);
-                }
-                query.shrink(run_bytes);
-                query.resize(
-                    &mut accounted,
-                    f.memory_size() + arena.memory_size(),
-                    "GROUP BY merge of spilled partitions",
-                )?;
+                query.grow(bytes.len(), "GROUP BY merge of spilled partitions")?;
+                let merged = match bytes.split_first() {
+                    // SAFETY: `f` holds the keys, and is dropped before `arena`: `finish`
+                    // below consumes it, in this closure.
+                    Some((&TABLE_RUN, run)) => unsafe { f.merge_encoded(run, new_accs(), &mut arena) },
+                    Some((&ROWS_RUN, run)) => {
+                        // SAFETY: as above; the rows are aggregated into `f` at once.
+                        match unsafe { Scattered::decode(&mut Dec::new(run), &mut arena) } {
+                            Ok(mut rows) => rows.drain_into(&mut f, &mut gids, K::clone),
+                            Err(e) => Err(e),
+                        }
+                    }
+                    _ => Err(corrupt("a run of unknown kind".into())),
+                };
+                query.shrink(bytes.len());
+                merged?;
+                query.resize(&mut accounted, f.memory_size() + arena.memory_size(), "GROUP BY merge of spilled partitions")?;
             }
             let out = finish(f);
             query.shrink(accounted);

@@ -133,7 +133,7 @@ macro_rules! pod {
         }
     )*};
 }
-pod!(u8, u32, u64, i64, i128, u128, f64);
+pod!(u8, i8, u16, i16, u32, i32, u64, i64, i128, u128, f32, f64);
 
 /// Appends values to a byte buffer.
 pub(crate) struct Enc<'a>(pub(crate) &'a mut Vec<u8>);

@@ -861,12 +861,20 @@ impl ColumnSource for Snapshot {
             .map(|&(c, m)| {
                 let mo = self.morsels[m];
                 let part = &self.parts[mo.part].1;
-                let Some(cache) = &self.cache else { return part.read_granules(c, mo.g0, mo.g1) };
+                // The mapped compressed pages are not needed once decoded: dropped from the
+                // process's page tables (they stay in the OS page cache), a query's resident
+                // set holds its decoded arrays, not every file byte it read.
+                let read = || {
+                    let a = part.read_granules(c, mo.g0, mo.g1)?;
+                    part.release(c, mo.g0, mo.g1);
+                    Ok(a)
+                };
+                let Some(cache) = &self.cache else { return read() };
                 let key = (part.uid, c as u32, mo.g0 as u32, mo.g1 as u32);
                 if let Some(a) = cache.get(&key) {
                     return Ok(a);
                 }
-                let a = part.read_granules(c, mo.g0, mo.g1)?;
+                let a = read()?;
                 cache.insert(key, &a);
                 Ok(a)
             })
