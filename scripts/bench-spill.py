@@ -10,14 +10,17 @@ Usage:
 
 Needs `pip install duckdb` and a release `tessera` binary (default target/release/tessera).
 
-Steps (each in its own process, one at a time; scripts/bench-scale.py's helpers):
-  1. `tessera gen hits --rows N` into WORK/hits-N.parquet, `tessera load --db WORK/tessera-N`,
-     and DuckDB's database file WORK/duckdb-N.db (create.sql's columns), unless they exist.
+Steps (each in its own process, one at a time; scripts/bench-scale.py's helpers; one engine
+at a time, its store deleted before the next one's is made unless --keep, since the 100M-row
+stores do not fit this machine's disk together):
+  1. `tessera gen hits --rows N` into WORK/hits-N.parquet and `tessera load --db WORK/tessera-N`,
+     unless they exist.
   2. Per query, per budget (unlimited first): `tessera bench --db WORK/tessera-N
      --block-cache-size 0 --queries Q --runs R --threads T [--set max_memory_usage=B]`: mean
      seconds, the process's peak RSS (`/usr/bin/time -v`), and what the warm-up run spilled
      (bytes on disk, runs). The decoded-block cache is off: it is not part of a query's budget.
-  3. DuckDB on the same query: a fresh process opens the database file read-only with
+  3. DuckDB's database file WORK/duckdb-N.db (create.sql's columns; then the Parquet file is
+     deleted), and per query and budget a fresh process opens it read-only with
      `SET threads = T`, `SET memory_limit = B` and `SET temp_directory = WORK/duckdb-tmp`.
 Targets (issue 11): under a budget, peak RSS <= 1.5 x the budget, time <= 2 x the unlimited
 run, and not slower than DuckDB under the same limit.
@@ -90,26 +93,31 @@ def fmt_budget(b: int) -> str:
     return "unlimited" if not b else (f"{b / GIB:g} GiB" if b >= GIB else f"{b / (1 << 20):g} MiB")
 
 
-def prepare(args, n: int) -> tuple[Path, Path]:
-    args.work.mkdir(parents=True, exist_ok=True)
+def parquet(args, n: int) -> Path:
     pq = args.work / f"hits-{n}.parquet"
-    db = args.work / f"tessera-{n}"
-    duck = args.work / f"duckdb-{n}.db"
-    need_pq = not db.exists() or (not args.no_duckdb and not duck.exists())
-    if need_pq and not pq.exists():
+    if not pq.exists():
         m = S.run_measured([str(args.tessera_bin), "gen", "hits", "--rows", str(n), "--seed", str(args.seed),
                             "--out", str(pq)], "gen")
         if m["rc"] != 0:
             raise RuntimeError(f"tessera gen exited with {m['rc']}")
+    return pq
+
+
+def tessera_store(args, n: int) -> Path:
+    db = args.work / f"tessera-{n}"
     if not db.exists():
-        m = S.run_measured([str(args.tessera_bin), "load", "--db", str(db), "hits", str(pq)], "tessera load")
+        m = S.run_measured([str(args.tessera_bin), "load", "--db", str(db), "hits", str(parquet(args, n))],
+                           "tessera load")
         if m["rc"] != 0:
             raise RuntimeError(f"tessera load exited with {m['rc']}")
-    if not args.no_duckdb and not duck.exists():
-        S.run_py_child("duckdb-load", {"db": str(duck), "file": str(pq), "threads": args.threads})
-    if pq.exists() and not args.keep:
-        pq.unlink()
-    return db, duck
+    return db
+
+
+def duckdb_store(args, n: int) -> Path:
+    duck = args.work / f"duckdb-{n}.db"
+    if not duck.exists():
+        S.run_py_child("duckdb-load", {"db": str(duck), "file": str(parquet(args, n)), "threads": args.threads})
+    return duck
 
 
 def report(res: dict) -> str:
@@ -169,30 +177,39 @@ def main() -> int:
         ap.error("--queries takes numbers (19,33) and --budgets sizes (1GiB,4GiB)")
     S.RSS_METHOD = "time" if Path("/usr/bin/time").exists() else "rusage"
     args.work = args.work.resolve()
-    db, duck = prepare(args, args.rows)
+    args.work.mkdir(parents=True, exist_ok=True)
     m = C.machine_info()
     ver = S.subprocess.run([str(args.tessera_bin), "--version"], capture_output=True, text=True).stdout.strip()
     res = {"rows": args.rows, "threads": args.threads, "runs": args.runs, "date": S.now(),
            "machine": f"{m['cpu_model']}, {m['vcpus']} vCPUs, {m['memory_bytes'] / GIB:.1f} GiB RAM, {m['os']}",
            "git": ver, "command": "python3 scripts/bench-spill.py " + " ".join(sys.argv[1:]),
-           "loadavg_start": S.loadavg(), "queries": {}}
+           "loadavg_start": S.loadavg(), "queries": {q: [{"budget": b} for b in budgets] for q in queries}}
+    # One engine at a time, its store deleted before the next is made (unless --keep): the
+    # 100M-row stores do not fit the disk together.
+    db = tessera_store(args, args.rows)
     for q in queries:
-        per = []
-        for b in budgets:
-            row = {"budget": b, "tessera": tessera_run(args, db, q, b)}
-            if not args.no_duckdb:
-                row["duckdb"] = duckdb_run(args, duck, q, b)
-            per.append(row)
-        res["queries"][q] = per
+        for row in res["queries"][q]:
+            row["tessera"] = tessera_run(args, db, q, row["budget"])
+    if not args.keep:
+        S.rm(db)
+    if not args.no_duckdb:
+        duck = duckdb_store(args, args.rows)
+        if not args.keep:
+            S.rm(args.work / f"hits-{args.rows}.parquet")
+        for q in queries:
+            for row in res["queries"][q]:
+                row["duckdb"] = duckdb_run(args, duck, q, row["budget"])
+        if not args.keep:
+            S.rm(duck)
+    if not args.keep:
+        S.rm(args.work / f"hits-{args.rows}.parquet")
+        S.rm(args.work / "duckdb-tmp")
     md = report(res)
     print(md)
     if args.out_md:
         args.out_md.write_text(md)
     if args.json:
         args.json.write_text(json.dumps(res, indent=1))
-    if not args.keep:
-        for p in (db, duck, args.work / "duckdb-tmp"):
-            S.rm(p)
     return 0
 
 

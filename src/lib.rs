@@ -20,7 +20,7 @@
 
 #![warn(missing_docs)]
 
-pub use tessera_common::{Error, Result, Settings, Table, arrow};
+pub use tessera_common::{Error, Result, Settings, Table, TemporaryFilesCodec, arrow};
 pub use tessera_datasets as datasets;
 pub use tessera_engine::{
     CancelToken, Codec, DEFAULT_BLOCK_CACHE_BYTES, Database, Profile, RecordBatchIter, ServerMemory, TableOptions,

@@ -119,6 +119,9 @@ fn spilled_group_by_equals_in_memory_for_every_layout() {
         for threads in [1, 3] {
             for (threshold, serialized) in [(100_000, false), (256, false), (256, true)] {
                 let mut s = settings(threads);
+                if serialized {
+                    s.temporary_files_codec = tessera::TemporaryFilesCodec::None;
+                }
                 s.max_bytes_before_external_group_by = 32 << 10;
                 s.group_by_two_level_threshold = threshold;
                 s.group_by_force_serialized = serialized;

@@ -11,7 +11,7 @@ mod settings;
 mod table;
 
 pub use error::{Error, Result};
-pub use settings::{Settings, default_threads, physical_memory};
+pub use settings::{Settings, TemporaryFilesCodec, default_threads, physical_memory};
 pub use table::{ColumnChunks, ColumnRange, ColumnSource, PrunedSource, RangeValue, Table, is_supported_type};
 
 /// Re-export of the Arrow version Tessera is built against, so users can name the same types.

@@ -25,7 +25,7 @@ use arrow::array::{ArrayRef, AsArray, RecordBatch};
 use arrow::compute::{SortColumn, SortOptions, concat_batches, lexsort_to_indices, take_record_batch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use tessera_common::float::canonical_array;
-use tessera_common::{Error, Result, Settings};
+use tessera_common::{Error, Result, Settings, TemporaryFilesCodec};
 
 use crate::Profile;
 use crate::accum::{Accumulator, OrdVal};
@@ -329,7 +329,8 @@ impl<K: GroupKey> Worker<K> {
     /// `keep_rows`: the radix buffers keep room for about that many rows.
     fn spill(&mut self, ctx: &Ctx<'_>, new_accs: &impl Fn() -> Vec<Accumulator>, keep_rows: usize) -> Result<()> {
         if self.spill.is_none() {
-            self.spill = Some(SpillFile::create(&ctx.settings.temporary_directory())?);
+            let lz4 = ctx.settings.temporary_files_codec == TemporaryFilesCodec::Lz4;
+            self.spill = Some(SpillFile::create(&ctx.settings.temporary_directory(), lz4)?);
             self.runs = vec![Vec::new(); PARTITIONS];
         }
         let (file, runs) = (self.spill.as_mut().expect("created above"), &mut self.runs);

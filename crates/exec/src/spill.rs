@@ -34,6 +34,8 @@ pub(crate) struct Run {
 #[derive(Debug)]
 pub(crate) struct SpillFile {
     file: File,
+    /// Whether runs are LZ4-compressed (`temporary_files_codec`).
+    lz4: bool,
     /// Bytes written so far (the next run's offset).
     len: u64,
     /// The directory, for error messages.
@@ -45,19 +47,25 @@ impl SpillFile {
     ///
     /// # Errors
     /// [`Error::Io`] if `dir` does not exist or is not writable.
-    pub(crate) fn create(dir: &Path) -> Result<Self> {
+    pub(crate) fn create(dir: &Path, lz4: bool) -> Result<Self> {
         let file = tempfile::tempfile_in(dir).map_err(|source| Error::Io { path: dir.to_path_buf(), source })?;
-        Ok(SpillFile { file, len: 0, dir: dir.to_path_buf() })
+        Ok(SpillFile { file, lz4, len: 0, dir: dir.to_path_buf() })
     }
 
-    /// Compresses `bytes` and appends them as one run, accounting the written bytes in
-    /// `query` first.
+    /// Appends `bytes` (LZ4-compressed if the file's runs are) as one run, accounting the
+    /// written bytes in `query` first.
     ///
     /// # Errors
     /// [`Error::ResourcesExhausted`] past `max_temporary_data_on_disk_size`; [`Error::Io`]
     /// when the write fails (a full disk, say).
     pub(crate) fn append(&mut self, bytes: &[u8], query: &QueryContext) -> Result<Run> {
-        let packed = lz4_flex::compress_prepend_size(bytes);
+        let compressed;
+        let packed = if self.lz4 {
+            compressed = lz4_flex::compress_prepend_size(bytes);
+            &compressed[..]
+        } else {
+            bytes
+        };
         query.grow_temporary(packed.len(), &self.dir)?;
         self.file.write_all(&packed).map_err(|source| Error::Io { path: self.dir.clone(), source })?;
         let run = Run { offset: self.len, len: packed.len() as u64 };
@@ -65,7 +73,7 @@ impl SpillFile {
         Ok(run)
     }
 
-    /// The uncompressed bytes of `run`.
+    /// The bytes of `run`, uncompressed.
     ///
     /// # Errors
     /// [`Error::Io`] on a failed read; [`Error::Corrupt`] if the bytes do not decompress.
@@ -73,6 +81,9 @@ impl SpillFile {
         let mut packed = vec![0u8; usize::try_from(run.len).map_err(|_| self.corrupt("run longer than memory"))?];
         read_exact_at(&self.file, &mut packed, run.offset)
             .map_err(|source| Error::Io { path: self.dir.clone(), source })?;
+        if !self.lz4 {
+            return Ok(packed);
+        }
         lz4_flex::decompress_size_prepended(&packed).map_err(|e| self.corrupt(&format!("LZ4: {e}")))
     }
 
@@ -217,7 +228,7 @@ mod tests {
     fn runs_round_trip_and_corruption_is_an_error() {
         let dir = std::env::temp_dir();
         let query = QueryContext::new(0, crate::CancelToken::new());
-        let mut f = SpillFile::create(&dir).unwrap();
+        let mut f = SpillFile::create(&dir, true).unwrap();
         let mut buf = Vec::new();
         let mut e = Enc(&mut buf);
         e.put(7u64);
@@ -254,7 +265,7 @@ mod tests {
 
     #[test]
     fn missing_directory_is_an_io_error() {
-        let e = SpillFile::create(Path::new("/nonexistent/tessera-tmp")).unwrap_err();
+        let e = SpillFile::create(Path::new("/nonexistent/tessera-tmp"), false).unwrap_err();
         assert!(matches!(e, Error::Io { .. }), "{e}");
     }
 }
