@@ -236,7 +236,19 @@ fn killed_while_spilling_leaves_nothing_behind() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+    // Through `TESSERA_TEST_RUNNER` (qemu-aarch64, set by scripts/check-aarch64.sh) where the
+    // binary cannot be exec'd natively, as the storage crash test does.
+    let exe = std::env::current_exe().unwrap();
+    let mut child = match std::env::var("TESSERA_TEST_RUNNER") {
+        Ok(r) if !r.trim().is_empty() => {
+            let mut parts = r.split_whitespace();
+            let mut c = std::process::Command::new(parts.next().expect("non-empty runner"));
+            c.args(parts).arg(exe);
+            c
+        }
+        _ => std::process::Command::new(exe),
+    };
+    let mut child = child
         .args(["--exact", "killed_while_spilling_leaves_nothing_behind", "--nocapture", "--test-threads=1"])
         .env(CHILD, tmp.path())
         .stdout(std::process::Stdio::piped())

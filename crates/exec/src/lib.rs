@@ -56,8 +56,8 @@ pub struct Profile {
     /// morsels their string keys borrowed (see `aggregate::scatter_retained_bytes`).
     pub partial_flushes: usize,
     /// External GROUP BY: times a worker wrote its groups to disk (0: the query ran in
-    /// memory), the runs written (one per radix partition and spill), and their bytes on
-    /// disk (LZ4-compressed).
+    /// memory), the runs written (up to two per radix partition and spill: groups, rows),
+    /// and their bytes on disk (after `temporary_files_codec`).
     pub spills: usize,
     /// See [`Profile::spills`].
     pub spilled_runs: usize,

@@ -15,8 +15,9 @@
 //! rows of every worker, then merges the partition's groups of the frozen tables.
 //!
 //! **External GROUP BY**: a worker whose state passes its share of
-//! `max_bytes_before_external_group_by` moves it to disk ([`Partial::take_partitions`], one
-//! run per radix partition in the worker's [`SpillFile`]) and starts again empty. The final
+//! `max_bytes_before_external_group_by` moves it to disk ([`Partial::spill_partitions`]:
+//! per radix partition, a run of its groups, [`TABLE_RUN`], and a run of its scattered rows as
+//! they are, [`ROWS_RUN`], in the worker's [`SpillFile`]) and starts again empty. The final
 //! task of a partition then also reads that partition's runs back, one at a time, and merges
 //! them: memory holds about one partition per worker instead of all groups (ClickHouse's
 //! external aggregation writes two-level buckets the same way and merges them bucket by
@@ -111,7 +112,7 @@ macro_rules! raw_vals {
                 })
             }
 
-            /// Number of values (0 for `None`).
+            /// Number of values (`None` for `RawVals::None`, which holds none).
             fn len(&self) -> Option<usize> {
                 match self {
                     RawVals::None => None,

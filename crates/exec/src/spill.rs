@@ -2,9 +2,10 @@
 //! encoding of the state they write.
 //!
 //! A spilling worker appends **runs** to its own [`SpillFile`]: one run is one radix
-//! partition's groups (keys, hashes, aggregate states) encoded with [`Enc`] and compressed
-//! with LZ4 (block format, size prepended). The final phase reads a partition's runs back
-//! with positional reads, so any worker may read any file while others read it too.
+//! partition's groups (keys, hashes, aggregate states) or scattered rows, encoded with
+//! [`Enc`] and, with `temporary_files_codec = 'LZ4'` (the default), compressed with LZ4 (block
+//! format, size prepended). The final phase reads a partition's runs back with positional
+//! reads, so any worker may read any file while others read it too.
 //!
 //! Files are **unnamed** (`tempfile::tempfile_in`: `O_TMPFILE` on Linux, or created and
 //! unlinked at once elsewhere) under `tmp_path`: the operating system frees their blocks when
