@@ -115,6 +115,31 @@ fn is_string(dt: &DataType) -> bool {
     matches!(dt, DataType::Utf8 | DataType::Binary)
 }
 
+/// Reads the distinct sets [`Accumulator::encode`] wrote (a count, then per set a count and
+/// its values, each read by `read`, which also gives the value's own heap bytes); adds their
+/// heap bytes to `heap`.
+fn decode_sets<T: std::hash::Hash + Eq>(
+    d: &mut Dec<'_>,
+    heap: &mut usize,
+    mut read: impl FnMut(&mut Dec<'_>) -> Result<(T, usize)>,
+) -> Result<Vec<FastSet<T>>> {
+    let n = d.len(8)?;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let m = d.len(8)?;
+        let mut set = FastSet::default();
+        set.reserve(m);
+        for _ in 0..m {
+            let (v, bytes) = read(d)?;
+            *heap += bytes;
+            set.insert(v);
+        }
+        *heap += set_bytes::<T>(set.capacity());
+        out.push(set);
+    }
+    Ok(out)
+}
+
 /// Heap bytes of a distinct set of `cap` slots of `T` (one control byte per slot).
 fn set_bytes<T>(cap: usize) -> usize {
     cap * (std::mem::size_of::<T>() + 1)
@@ -514,36 +539,15 @@ impl Accumulator {
         self.ext_bytes = check(ext_bytes, groups, "min/max")?;
         match &mut self.distinct {
             Some(Distinct::Fixed(sets)) => {
-                let n = d.len(8)?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    let m = d.len(8)?;
-                    let mut set = FastSet::default();
-                    set.reserve(m);
-                    for _ in 0..m {
-                        set.insert(d.get::<u64>()?);
-                    }
-                    self.heap += set_bytes::<u64>(set.capacity());
-                    out.push(set);
-                }
-                *sets = check(out, groups, "distinct")?;
+                *sets = check(decode_sets(d, &mut self.heap, |d| Ok((d.get::<u64>()?, 0)))?, groups, "distinct")?;
             }
             Some(Distinct::Bytes(sets)) => {
-                let n = d.len(8)?;
-                let mut out = Vec::with_capacity(n);
-                for _ in 0..n {
-                    let m = d.len(8)?;
-                    let mut set = FastSet::default();
-                    set.reserve(m);
-                    for _ in 0..m {
-                        let v: Box<[u8]> = d.bytes()?.into();
-                        self.heap += v.len().next_multiple_of(16);
-                        set.insert(v);
-                    }
-                    self.heap += set_bytes::<Box<[u8]>>(set.capacity());
-                    out.push(set);
-                }
-                *sets = check(out, groups, "distinct")?;
+                let read = |d: &mut Dec<'_>| {
+                    let v: Box<[u8]> = d.bytes()?.into();
+                    let heap = v.len().next_multiple_of(16);
+                    Ok((v, heap))
+                };
+                *sets = check(decode_sets(d, &mut self.heap, read)?, groups, "distinct")?;
             }
             None => {}
         }

@@ -151,7 +151,13 @@ impl<K: GroupKey> GroupTable<K> {
     }
 
     fn grow(&mut self) {
-        self.slots = zeroed(self.slots.len() * 2);
+        self.rebuild_slots(self.slots.len() * 2);
+    }
+
+    /// A new slot array of `n` slots (a power of two) holding every group, placed by its
+    /// saved hash.
+    fn rebuild_slots(&mut self, n: usize) {
+        self.slots = zeroed(n);
         for g in 0..self.keys.len() {
             self.place(self.hashes[g], g as u32);
         }
@@ -252,10 +258,7 @@ impl<K: GroupKey> GroupTable<K> {
         }
         let want = ((self.keys.len() + n) * 2).next_power_of_two();
         if want > self.slots.len() {
-            self.slots = zeroed(want);
-            for g in 0..self.keys.len() {
-                self.place(self.hashes[g], g as u32);
-            }
+            self.rebuild_slots(want);
         }
     }
 
