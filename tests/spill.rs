@@ -14,7 +14,8 @@ use tessera::{Database, Error, Settings};
 const ROWS: usize = 60_000;
 
 /// A table `t` of `ROWS` rows in batches of 8,192: ~20,000 distinct `k`, strings with
-/// NULLs and empty strings, NULLs in `kn` and `vn`, a float column with -0.0 and NaN.
+/// NULLs and empty strings, NULLs in `kn`, `vn` and the date `d`, a float column with -0.0
+/// and NaN, a `UInt8` and a timestamp column.
 fn database() -> Database {
     let schema = Arc::new(Schema::new(vec![
         Field::new("k", DataType::Int64, false),
@@ -24,6 +25,9 @@ fn database() -> Database {
         Field::new("f", DataType::Float64, false),
         Field::new("kn", DataType::Int64, true),
         Field::new("vn", DataType::Int32, true),
+        Field::new("u", DataType::UInt8, false),
+        Field::new("d", DataType::Date32, true),
+        Field::new("ts", DataType::Timestamp(TimeUnit::Second, None), false),
     ]));
     let mut batches = Vec::new();
     let mut x = 0x2545_f491_4f6c_dd1du64;
@@ -70,6 +74,9 @@ fn database() -> Database {
                     Arc::new(Float64Array::from(f)),
                     Arc::new(Int64Array::from(kn)),
                     Arc::new(Int32Array::from(vn)),
+                    Arc::new(UInt8Array::from_iter_values(r.iter().map(|x| (x >> 50) as u8))),
+                    Arc::new(Date32Array::from_iter(r.iter().map(|x| ((x >> 12) % 9 != 0).then_some(((x >> 36) % 400) as i32)))),
+                    Arc::new(TimestampSecondArray::from_iter_values(r.iter().map(|x| 1_370_000_000 + ((x >> 22) % 50_000) as i64))),
                 ],
             )
             .unwrap(),
@@ -138,6 +145,74 @@ fn spilled_group_by_equals_in_memory_for_every_layout() {
             }
         }
     }
+}
+
+/// ORDER BY without LIMIT (and with LIMITs past the top-N and late-materialization paths),
+/// over every column type, NULLs first and last, with OFFSET and WHERE: sorted runs spilled
+/// and merged give the in-memory answer exactly, with 1 and 3 threads and either codec.
+const SORTS: &[&str] = &[
+    "SELECT * FROM t ORDER BY k, s",
+    "SELECT s, f, kn, u FROM t ORDER BY s DESC, f, u",
+    "SELECT kn, vn, s FROM t ORDER BY vn DESC NULLS FIRST, kn NULLS FIRST",
+    "SELECT ts, d, u, k32 FROM t WHERE k > 0 ORDER BY d DESC, ts, u DESC",
+    "SELECT f, k FROM t ORDER BY f DESC",
+    "SELECT k, s FROM t ORDER BY s LIMIT 100000 OFFSET 50",
+    "SELECT k, v, s FROM t ORDER BY v DESC LIMIT 30000 OFFSET 20000",
+    "SELECT s, k FROM t WHERE kn IS NOT NULL ORDER BY s, k LIMIT 10 OFFSET 30000",
+];
+
+/// All rows of `batches` in one batch, to compare answers batch boundaries aside.
+fn one(batches: &[RecordBatch]) -> RecordBatch {
+    tessera::arrow::compute::concat_batches(&batches[0].schema(), batches).unwrap()
+}
+
+#[test]
+fn external_sort_equals_in_memory_for_every_type() {
+    let db = database();
+    let tmp = tempfile::tempdir().unwrap();
+    for sql in SORTS {
+        let mut base = settings(1);
+        base.max_bytes_ratio_before_external_sort = 0.0;
+        base.max_server_memory_usage = 0;
+        let (want, profile) = db.sql_profiled(sql, Some(&base)).unwrap();
+        assert_eq!(profile.spills, 0, "{sql}");
+        let want = one(&want);
+        assert!(want.num_rows() >= 10, "{sql}");
+        for threads in [1, 3] {
+            for codec in [tessera::TemporaryFilesCodec::Lz4, tessera::TemporaryFilesCodec::None] {
+                let mut s = settings(threads);
+                s.max_bytes_before_external_sort = 64 << 10;
+                s.temporary_files_codec = codec;
+                s.tmp_path = Some(tmp.path().to_path_buf());
+                let case = format!("{sql} / {threads} threads, {codec:?}");
+                let (got, profile) = db.sql_profiled(sql, Some(&s)).unwrap_or_else(|e| panic!("{case}: {e}"));
+                assert_eq!(one(&got), want, "{case}");
+                assert!(profile.spills > 0 && profile.spilled_runs > 0 && profile.spilled_bytes > 0, "{case}: {profile:?}");
+                assert_no_files(tmp.path());
+            }
+        }
+    }
+    // The temporary-data limit and a missing tmp_path are clean errors here too.
+    let mut s = settings(2);
+    s.max_bytes_before_external_sort = 64 << 10;
+    s.tmp_path = Some(tmp.path().to_path_buf());
+    s.max_temporary_data_on_disk_size = 50_000;
+    let e = db.sql_profiled(SORTS[0], Some(&s)).unwrap_err();
+    assert!(e.to_string().contains("max_temporary_data_on_disk_size = 50000"), "{e}");
+    assert_no_files(tmp.path());
+    s.max_temporary_data_on_disk_size = 0;
+    s.tmp_path = Some(tmp.path().join("missing"));
+    assert!(matches!(db.sql_profiled(SORTS[0], Some(&s)), Err(Error::Io { .. })));
+    // By SQL, and the answer's rows all there.
+    db.sql(&format!("SET tmp_path = '{}'", tmp.path().display())).unwrap();
+    db.sql("SET max_bytes_before_external_sort = 100000").unwrap();
+    let (got, profile) = db.sql_profiled("SELECT v FROM t ORDER BY v", None).unwrap();
+    assert!(profile.spills > 0, "{profile:?}");
+    let got = one(&got);
+    assert_eq!(got.num_rows(), ROWS);
+    let v = got.column(0).as_primitive::<Int64Type>();
+    assert!(v.values().windows(2).all(|w| w[0] <= w[1]));
+    assert_no_files(tmp.path());
 }
 
 fn assert_no_files(dir: &Path) {

@@ -52,11 +52,19 @@ pub struct Settings {
     /// `max_server_memory_usage` (ClickHouse's `max_bytes_ratio_before_external_group_by`).
     /// Default 0.5; `0` never spills on a ratio.
     pub max_bytes_ratio_before_external_group_by: f64,
+    /// Bytes of rows an `ORDER BY` may hold before it writes sorted runs to temporary files
+    /// and merges them (ClickHouse's `max_bytes_before_external_sort`; external sort). `0`
+    /// (the default) derives it from the ratio below.
+    pub max_bytes_before_external_sort: u64,
+    /// Without an explicit byte threshold, ORDER BY spills once its rows pass this share of
+    /// the query's budget (as for GROUP BY; ClickHouse's
+    /// `max_bytes_ratio_before_external_sort`). Default 0.5; `0` never spills on a ratio.
+    pub max_bytes_ratio_before_external_sort: f64,
     /// Bytes a query may write to temporary files (ClickHouse's
     /// `max_temporary_data_on_disk_size_for_query`); `0` = unlimited (the default). Past it
     /// the query fails with `Error::ResourcesExhausted`.
     pub max_temporary_data_on_disk_size: u64,
-    /// Directory of temporary files (spilled GROUP BY partitions); `None` (default) is the
+    /// Directory of temporary files (spilled GROUP BY partitions, sort runs); `None` (default) is the
     /// system's, `std::env::temp_dir()` (`$TMPDIR` or `/tmp`). The files have no name: the
     /// OS frees them when the query ends or the process dies.
     pub tmp_path: Option<PathBuf>,
@@ -85,6 +93,8 @@ impl Default for Settings {
             query_plan_optimize_lazy_materialization: true,
             max_bytes_before_external_group_by: 0,
             max_bytes_ratio_before_external_group_by: 0.5,
+            max_bytes_before_external_sort: 0,
+            max_bytes_ratio_before_external_sort: 0.5,
             max_temporary_data_on_disk_size: 0,
             tmp_path: None,
             temporary_files_codec: TemporaryFilesCodec::Lz4,
@@ -141,6 +151,8 @@ impl Settings {
         "query_plan_optimize_lazy_materialization",
         "max_bytes_before_external_group_by",
         "max_bytes_ratio_before_external_group_by",
+        "max_bytes_before_external_sort",
+        "max_bytes_ratio_before_external_sort",
         "max_temporary_data_on_disk_size",
         "tmp_path",
         "temporary_files_codec",
@@ -150,11 +162,23 @@ impl Settings {
     /// The GROUP BY state in bytes past which a query spills (see
     /// [`Settings::max_bytes_before_external_group_by`]); `None`: never.
     pub fn external_group_by_bytes(&self) -> Option<u64> {
-        if self.max_bytes_before_external_group_by > 0 {
-            return Some(self.max_bytes_before_external_group_by);
+        self.spill_threshold(self.max_bytes_before_external_group_by, self.max_bytes_ratio_before_external_group_by)
+    }
+
+    /// The ORDER BY rows in bytes past which a query writes sorted runs to disk (see
+    /// [`Settings::max_bytes_before_external_sort`]); `None`: never.
+    pub fn external_sort_bytes(&self) -> Option<u64> {
+        self.spill_threshold(self.max_bytes_before_external_sort, self.max_bytes_ratio_before_external_sort)
+    }
+
+    /// `bytes` if set, else `ratio` of the query's budget (`max_memory_usage`, or
+    /// `max_server_memory_usage` when the query has no limit); `None` when both are 0.
+    fn spill_threshold(&self, bytes: u64, ratio: f64) -> Option<u64> {
+        if bytes > 0 {
+            return Some(bytes);
         }
         let budget = if self.max_memory_usage > 0 { self.max_memory_usage } else { self.max_server_memory_usage };
-        let bytes = (budget as f64 * self.max_bytes_ratio_before_external_group_by) as u64;
+        let bytes = (budget as f64 * ratio) as u64;
         (bytes > 0).then_some(bytes)
     }
 
@@ -210,17 +234,11 @@ impl Settings {
             "max_bytes_before_external_group_by" => self.max_bytes_before_external_group_by = parse(value)?,
             "max_temporary_data_on_disk_size" => self.max_temporary_data_on_disk_size = parse(value)?,
             "max_server_memory_usage" => self.max_server_memory_usage = parse(value)?,
+            "max_bytes_before_external_sort" => self.max_bytes_before_external_sort = parse(value)?,
             "max_bytes_ratio_before_external_group_by" => {
-                let v = value.trim().trim_matches('\'');
-                match v.parse::<f64>() {
-                    Ok(r) if (0.0..1.0).contains(&r) => self.max_bytes_ratio_before_external_group_by = r,
-                    _ => {
-                        return Err(Error::InvalidArgument(format!(
-                            "{name} = '{v}': expected a number from 0 (never) to below 1"
-                        )));
-                    }
-                }
+                self.max_bytes_ratio_before_external_group_by = parse_ratio(name, value)?
             }
+            "max_bytes_ratio_before_external_sort" => self.max_bytes_ratio_before_external_sort = parse_ratio(name, value)?,
             "temporary_files_codec" => {
                 let v = value.trim().trim_matches('\'');
                 self.temporary_files_codec = if v.eq_ignore_ascii_case("lz4") {
@@ -246,6 +264,15 @@ impl Settings {
             }
         }
         Ok(())
+    }
+}
+
+/// A spill ratio from its SQL text: 0 (never) up to, not including, 1.
+fn parse_ratio(name: &str, value: &str) -> Result<f64> {
+    let v = value.trim().trim_matches('\'');
+    match v.parse::<f64>() {
+        Ok(r) if (0.0..1.0).contains(&r) => Ok(r),
+        _ => Err(Error::InvalidArgument(format!("{name} = '{v}': expected a number from 0 (never) to below 1"))),
     }
 }
 
@@ -277,6 +304,13 @@ mod tests {
         s.set("max_bytes_before_external_group_by", "0").unwrap();
         s.set("max_bytes_ratio_before_external_group_by", "0").unwrap();
         assert_eq!(s.external_group_by_bytes(), None);
+        assert_eq!(s.external_sort_bytes(), Some(500_000));
+        s.set("max_bytes_before_external_sort", "777").unwrap();
+        assert_eq!(s.external_sort_bytes(), Some(777));
+        s.set("max_bytes_before_external_sort", "0").unwrap();
+        s.set("max_bytes_ratio_before_external_sort", "0.25").unwrap();
+        assert_eq!(s.external_sort_bytes(), Some(250_000));
+        assert!(matches!(s.set("max_bytes_ratio_before_external_sort", "-1"), Err(Error::InvalidArgument(_))));
         assert!(matches!(s.set("max_bytes_ratio_before_external_group_by", "1.5"), Err(Error::InvalidArgument(_))));
         s.set("tmp_path", "'/var/tmp'").unwrap();
         assert_eq!(s.temporary_directory(), PathBuf::from("/var/tmp"));

@@ -386,9 +386,9 @@ impl Database {
                 let query = QueryContext::new(s.max_memory_usage, cancel.clone())
                     .with_server(self.server.clone())
                     .with_temporary_data_limit(s.max_temporary_data_on_disk_size);
-                let (batch, profile) = tessera_exec::execute_in(&plan, &s, &self.pools, &query)?;
+                let (batches, profile) = tessera_exec::execute_batches_in(&plan, &s, &self.pools, &query)?;
                 drop(grant);
-                Ok((vec![batch], profile))
+                Ok((batches, profile))
             }
             Statement::CreateTable { name, schema, order_by, if_not_exists } => {
                 if if_not_exists && self.table(&name).is_some() {

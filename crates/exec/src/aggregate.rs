@@ -754,12 +754,19 @@ fn emit<'k, K>(
     Ok(RecordBatch::try_new(schema.clone(), cols)?)
 }
 
+/// Rows above which a sort on two or more keys compares Arrow row-format keys (one memcmp
+/// per comparison) instead of Arrow's column-by-column `lexsort_to_indices`.
+const ROW_FORMAT_SORT_ROWS: usize = 8_192;
+
 /// Sorts `batch` by the ORDER BY keys (exactly; only the top `offset + limit` rows when
 /// there is a limit), applies OFFSET/LIMIT and keeps the first `visible` columns.
 pub(crate) fn order_and_limit(batch: RecordBatch, order: &OrderLimit, visible: usize) -> Result<RecordBatch> {
     let want = order.limit.map(|l| l.saturating_add(order.offset));
     let batch = if order.order_by.is_empty() {
         batch
+    } else if order.order_by.len() > 1 && batch.num_rows() > ROW_FORMAT_SORT_ROWS {
+        let idx = crate::sort::row_format_indices(&batch, &order.order_by, want)?;
+        take_record_batch(&batch, &idx)?
     } else {
         let sort_cols: Vec<SortColumn> = order
             .order_by

@@ -23,6 +23,7 @@ pub mod pool;
 mod prewhere;
 pub mod prune;
 mod scan;
+mod sort;
 mod spill;
 
 use arrow::array::RecordBatch;
@@ -86,6 +87,26 @@ pub fn execute_in(
     pools: &Pools,
     query: &QueryContext,
 ) -> Result<(RecordBatch, Profile)> {
+    let (batches, profile) = execute_batches_in(plan, settings, pools, query)?;
+    let batch = match <[RecordBatch; 1]>::try_from(batches) {
+        Ok([b]) => b,
+        Err(batches) => arrow::compute::concat_batches(&batches[0].schema(), &batches)?,
+    };
+    Ok((batch, profile))
+}
+
+/// Runs `plan` like [`execute_in`] and returns the answer as the operators produced it: one
+/// or more batches (an external sort's merge emits up to 65,536 rows per batch), not
+/// copied into one. Never an empty list: an empty answer is one batch of no rows.
+///
+/// # Errors
+/// As [`execute_in`].
+pub fn execute_batches_in(
+    plan: &Plan,
+    settings: &Settings,
+    pools: &Pools,
+    query: &QueryContext,
+) -> Result<(Vec<RecordBatch>, Profile)> {
     query.check_cancelled()?;
     // Granule skipping: a source with statistics narrows the table to the morsels the
     // WHERE clause may match (prune.rs); other tables run as they are.
@@ -96,12 +117,12 @@ pub fn execute_in(
         && let Some((batch, mut profile)) = scan::execute_late(p, settings, &pool, query)?
     {
         profile.peak_memory_bytes = query.peak_memory_usage();
-        return Ok((batch, profile));
+        return Ok((vec![batch], profile));
     }
-    let (batch, mut profile) = match plan {
-        Plan::Aggregate(p) => aggregate::execute(p, settings, &pool, query),
+    let (batches, mut profile) = match plan {
+        Plan::Aggregate(p) => aggregate::execute(p, settings, &pool, query).map(|(b, p)| (vec![b], p)),
         Plan::Scan(p) => scan::execute(p, settings, &pool, query),
     }?;
     profile.peak_memory_bytes = query.peak_memory_usage();
-    Ok((batch, profile))
+    Ok((batches, profile))
 }

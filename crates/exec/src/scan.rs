@@ -25,17 +25,19 @@ use crate::morsel::Input;
 use crate::prewhere::Prewhere;
 use crate::plan::{OrderLimit, Plan, ScalarExpr, ScanPlan, SortKey};
 use crate::pool::run_morsels;
+use crate::sort::{self, SortSpill};
 
 /// Kept rows below which a worker's top-N buffer is not compacted.
 const MIN_COMPACT_ROWS: usize = 65_536;
 
-/// Runs a scan plan, reading the table a morsel at a time.
+/// Runs a scan plan, reading the table a morsel at a time; the answer in one or more
+/// batches.
 pub(crate) fn execute(
     plan: &ScanPlan,
     settings: &Settings,
     pool: &rayon::ThreadPool,
     query: &QueryContext,
-) -> Result<(RecordBatch, Profile)> {
+) -> Result<(Vec<RecordBatch>, Profile)> {
     let input = Input::open(&plan.table, &Plan::Scan(plan.clone()).columns_used(), query)?;
     let (batch, profile) = run(plan, &input, settings, pool, query, false)?;
     Ok((batch, Profile { morsels_skipped: input.skipped(), ..profile }))
@@ -43,6 +45,10 @@ pub(crate) fn execute(
 
 /// Runs a scan plan; with `with_rows` the answer gets one more column after the visible
 /// ones: each row's position in the table (`UInt64`).
+///
+/// With ORDER BY, a worker whose kept rows pass its share of
+/// `max_bytes_before_external_sort` writes them to disk as a sorted run, and the answer is
+/// a merge of the runs (see [`crate::sort`]).
 fn run(
     plan: &ScanPlan,
     input: &Input<'_>,
@@ -50,7 +56,7 @@ fn run(
     pool: &rayon::ThreadPool,
     query: &QueryContext,
     with_rows: bool,
-) -> Result<(RecordBatch, Profile)> {
+) -> Result<(Vec<RecordBatch>, Profile)> {
     let sorted = !plan.order.order_by.is_empty();
     // With ORDER BY, a hidden last column holds each row's position in the table, the last
     // sort key: ties come out in table order whatever the scheduling.
@@ -80,6 +86,11 @@ fn run(
     let local = OrderLimit { order_by: order.order_by.clone(), limit: want, offset: 0 };
     let all_cols = schema.fields().len();
     let kern = settings.kernels()?;
+    // External sort: a worker writes a sorted run once its rows pass its share.
+    let spill_limit = settings
+        .external_sort_bytes()
+        .filter(|_| sorted)
+        .map(|b| usize::try_from(b).unwrap_or(usize::MAX) / settings.max_threads.max(1));
     // PREWHERE: the filter's columns first; the outputs only for morsels with a row left.
     let prewhere = Prewhere::new(plan.filter.as_ref(), plan.table.schema());
     let mut output_cols: Vec<usize> = Vec::new();
@@ -111,8 +122,8 @@ fn run(
         pool,
         settings.max_threads,
         chunk_lens.len(),
-        || (Vec::<(usize, RecordBatch)>::new(), 0usize, 0usize, 0usize),
-        |(kept, kept_rows, passed, accounted), m| {
+        || (Vec::<(usize, RecordBatch)>::new(), 0usize, 0usize, 0usize, SortSpill::default()),
+        |(kept, kept_rows, passed, accounted, spill), m| {
             query.check_cancelled()?;
             if let Some(w) = want
                 && !sorted
@@ -182,20 +193,45 @@ fn run(
                 *kept_rows = best.num_rows();
                 *kept = vec![(m, best)];
             }
-            let bytes = kept.iter().map(|(_, b)| b.get_array_memory_size()).sum();
+            let mut bytes = kept.iter().map(|(_, b)| b.get_array_memory_size()).sum();
+            if let Some(limit) = spill_limit
+                && bytes > limit
+            {
+                let merged = concat_batches(&schema, kept.iter().map(|(_, b)| b))?;
+                kept.clear();
+                *kept_rows = 0;
+                bytes = 0;
+                spill.write_run(&order_and_limit(merged, &local, all_cols)?, settings, query)?;
+            }
             let op = if sorted { "ORDER BY ... LIMIT top-N buffer" } else { "scan output buffer" };
             query.resize(accounted, bytes, op)?;
             Ok(())
         },
     )?;
-    let rows_in = parts.iter().map(|(_, _, passed, _)| passed).sum();
-    let mut batches: Vec<(usize, RecordBatch)> = parts.into_iter().flat_map(|(b, _, _, _)| b).collect();
+    let rows_in = parts.iter().map(|(_, _, passed, _, _)| passed).sum();
+    let keep: Vec<usize> = (0..plan.visible).chain(row_col.filter(|_| with_rows)).collect();
+    if parts.iter().any(|p| !p.4.is_empty()) {
+        // External sort: every worker's rows left in memory become one more sorted run.
+        let mut memory = Vec::with_capacity(parts.len());
+        let mut spills = Vec::with_capacity(parts.len());
+        for (kept, _, _, _, spill) in parts {
+            let merged = concat_batches(&schema, kept.iter().map(|(_, b)| b))?;
+            drop(kept);
+            memory.push(order_and_limit(merged, &local, all_cols)?);
+            spills.push(spill);
+        }
+        let out = sort::merge(&schema, &spills, memory, &order.order_by, order.offset, order.limit, &keep, query)?;
+        let (spilled_runs, spilled_bytes) =
+            spills.iter().map(SortSpill::runs_and_bytes).fold((0, 0), |(r, b), (r2, b2)| (r + r2, b + b2));
+        let spills = spills.iter().map(|s| s.spills).sum();
+        return Ok((out, Profile { rows_in, spills, spilled_runs, spilled_bytes, ..Profile::default() }));
+    }
+    let mut batches: Vec<(usize, RecordBatch)> = parts.into_iter().flat_map(|(b, _, _, _, _)| b).collect();
     // Table order (the top-N order is restored by the sort below).
     batches.sort_by_key(|(m, _)| *m);
     let merged = concat_batches(&schema, batches.iter().map(|(_, b)| b))?;
     let out = order_and_limit(merged, &order, all_cols)?;
-    let keep: Vec<usize> = (0..plan.visible).chain(row_col.filter(|_| with_rows)).collect();
-    Ok((out.project(&keep)?, Profile { rows_in, ..Profile::default() }))
+    Ok((vec![out.project(&keep)?], Profile { rows_in, ..Profile::default() }))
 }
 
 /// Late materialization of `ORDER BY .. LIMIT n` and `LIMIT n` scans (ClickHouse's lazy
@@ -251,6 +287,7 @@ pub(crate) fn execute_late(
     }
     let input = Input::open(&plan.table, &first_cols, query)?;
     let (rows, profile) = run(&first, &input, settings, pool, query, true)?;
+    let rows = concat_batches(&rows[0].schema(), &rows)?;
     let profile = Profile { morsels_skipped: input.skipped(), ..profile };
     drop(input);
     let rows = rows.column(0).as_primitive::<UInt64Type>();

@@ -1,0 +1,454 @@
+//! External sort: `ORDER BY` whose rows outgrow their share of the query's memory
+//! (ClickHouse's `max_bytes_before_external_sort`, DuckDB's larger-than-memory sort).
+//!
+//! A worker whose buffered rows pass its share of the threshold sorts them (Arrow's
+//! `lexsort_to_indices`, the in-memory path's order) and writes them to its temporary
+//! [`SpillFile`] as one **sorted run**: blocks of at most [`BLOCK_BYTES`] (Arrow IPC stream
+//! encoding, then the file's codec), so that merging holds one block per run. With a LIMIT,
+//! a run keeps only its first `offset + limit` rows: no later row can be in the answer.
+//!
+//! The final phase is a k-way merge (a binary heap of run cursors) over the disk runs and
+//! the workers' last in-memory rows. Keys are compared as Arrow row-format bytes
+//! ([`arrow::row`], memcmp-comparable; floats canonical first, as the in-memory sort sees
+//! them). Every scan sort ends on the row's position in the table, so no two rows tie and the
+//! merged order is exactly the in-memory one, whatever the threads and spill points. The
+//! merge skips `OFFSET` rows, stops after `LIMIT`, and emits batches of at most
+//! [`OUT_ROWS`] rows; the answer is held in memory (the API returns it whole).
+//!
+//! Memory of the merge: one decoded block and its row-format keys per run, plus the answer.
+//! The runs are not merged in several passes: with the default thresholds a 20 GB input
+//! makes tens of runs, not thousands.
+
+use std::cmp::Ordering;
+use std::io::Cursor;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array};
+use arrow::compute::{SortOptions, interleave};
+use arrow::datatypes::SchemaRef;
+use arrow::ipc::reader::StreamReader;
+use arrow::ipc::writer::StreamWriter;
+use arrow::row::{RowConverter, Rows, SortField};
+use tessera_common::float::canonical_array;
+use tessera_common::{Result, Settings, TemporaryFilesCodec};
+
+use crate::context::QueryContext;
+use crate::plan::SortKey;
+use crate::spill::{Run, SpillFile, corrupt};
+
+/// Target bytes of one block of a sorted run (rows are cut to about this size).
+pub(crate) const BLOCK_BYTES: usize = 1 << 20;
+
+/// Most rows of one output batch of the merge.
+pub(crate) const OUT_ROWS: usize = 65_536;
+
+/// The keys `order_by` of `batch` as a row-format converter and rows (floats canonical, as
+/// every Tessera sort sees them).
+fn row_keys(batch: &RecordBatch, order_by: &[SortKey]) -> Result<(RowConverter, Rows)> {
+    let converter = row_converter(&batch.schema(), order_by)?;
+    let cols: Vec<ArrayRef> = order_by.iter().map(|k| canonical_array(batch.column(k.output))).collect();
+    let rows = converter.convert_columns(&cols)?;
+    Ok((converter, rows))
+}
+
+fn row_converter(schema: &SchemaRef, order_by: &[SortKey]) -> Result<RowConverter> {
+    Ok(RowConverter::new(
+        order_by
+            .iter()
+            .map(|k| {
+                let dt = schema.field(k.output).data_type().clone();
+                SortField::new_with_options(dt, SortOptions { descending: k.descending, nulls_first: k.nulls_first })
+            })
+            .collect(),
+    )?)
+}
+
+/// The positions of `batch`'s rows in `order_by` order, only the first `want` when given:
+/// keys compared as row-format bytes (DataFusion sorts on several keys the same way), ties
+/// in input order. Same order as Arrow's `lexsort_to_indices` on canonical floats.
+///
+/// # Errors
+/// Arrow errors converting the keys.
+pub(crate) fn row_format_indices(batch: &RecordBatch, order_by: &[SortKey], want: Option<usize>) -> Result<UInt32Array> {
+    let (_, rows) = row_keys(batch, order_by)?;
+    let n = batch.num_rows();
+    if u32::try_from(n).is_err() {
+        return Err(tessera_common::Error::internal("sort of more than 4G rows in one batch"));
+    }
+    // Each entry carries the key's first 16 bytes (big-endian, so integer order is byte
+    // order): most comparisons end there, on data the sort moves anyway, without a cache
+    // miss into the row bytes.
+    let mut keyed: Vec<(u128, u32)> = (0..n)
+        .map(|i| {
+            let r = rows.row(i);
+            let b = r.as_ref();
+            let mut p = [0u8; 16];
+            let k = b.len().min(16);
+            p[..k].copy_from_slice(&b[..k]);
+            (u128::from_be_bytes(p), i as u32)
+        })
+        .collect();
+    let cmp = |a: &(u128, u32), b: &(u128, u32)| {
+        a.0.cmp(&b.0)
+            .then_with(|| rows.row(a.1 as usize).cmp(&rows.row(b.1 as usize)))
+            .then(a.1.cmp(&b.1))
+    };
+    match want {
+        Some(w) if w < n => {
+            if w > 0 {
+                keyed.select_nth_unstable_by(w - 1, cmp);
+            }
+            keyed.truncate(w);
+            keyed.sort_unstable_by(cmp);
+        }
+        _ => keyed.sort_unstable_by(cmp),
+    }
+    Ok(keyed.into_iter().map(|(_, i)| i).collect())
+}
+
+/// One worker's sorted runs on disk.
+#[derive(Debug, Default)]
+pub(crate) struct SortSpill {
+    file: Option<SpillFile>,
+    /// Per run, its blocks in order.
+    runs: Vec<Vec<Run>>,
+    /// Times the worker spilled.
+    pub(crate) spills: usize,
+}
+
+impl SortSpill {
+    /// Writes `sorted` (rows already in sort order) as one run of blocks.
+    ///
+    /// # Errors
+    /// As [`SpillFile::append`]; [`tessera_common::Error::Io`] when `tmp_path` cannot hold a
+    /// temporary file.
+    pub(crate) fn write_run(&mut self, sorted: &RecordBatch, settings: &Settings, query: &QueryContext) -> Result<()> {
+        if sorted.num_rows() == 0 {
+            return Ok(());
+        }
+        if self.file.is_none() {
+            let lz4 = settings.temporary_files_codec == TemporaryFilesCodec::Lz4;
+            self.file = Some(SpillFile::create(&settings.temporary_directory(), lz4)?);
+        }
+        let file = self.file.as_mut().expect("created above");
+        let rows = block_rows(sorted);
+        let mut blocks = Vec::with_capacity(sorted.num_rows().div_ceil(rows));
+        let mut buf = Vec::new();
+        for start in (0..sorted.num_rows()).step_by(rows) {
+            let block = sorted.slice(start, rows.min(sorted.num_rows() - start));
+            buf.clear();
+            let mut w = StreamWriter::try_new(&mut buf, &block.schema())?;
+            w.write(&block)?;
+            w.finish()?;
+            drop(w);
+            blocks.push(file.append(&buf, query)?);
+        }
+        self.runs.push(blocks);
+        self.spills += 1;
+        Ok(())
+    }
+
+    /// Whether nothing was written.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.runs.is_empty()
+    }
+
+    /// Runs written and their bytes on disk.
+    pub(crate) fn runs_and_bytes(&self) -> (usize, u64) {
+        (self.runs.len(), self.file.as_ref().map_or(0, SpillFile::len))
+    }
+}
+
+/// Rows per block: about [`BLOCK_BYTES`], between 1,024 and 65,536.
+fn block_rows(batch: &RecordBatch) -> usize {
+    let per_row = batch.get_array_memory_size() / batch.num_rows().max(1);
+    (BLOCK_BYTES / per_row.max(1)).clamp(1024, 65_536)
+}
+
+/// Where a run's rows come from.
+enum Source<'a> {
+    /// Sorted rows in memory, handed out a block at a time.
+    Memory { batch: RecordBatch, next: usize, rows: usize },
+    /// A run on disk: its blocks in `file`.
+    Disk { file: &'a SpillFile, blocks: std::vec::IntoIter<Run> },
+}
+
+impl Source<'_> {
+    fn next_block(&mut self) -> Result<Option<RecordBatch>> {
+        match self {
+            Source::Memory { batch, next, rows } => {
+                if *next >= batch.num_rows() {
+                    return Ok(None);
+                }
+                let n = (*rows).min(batch.num_rows() - *next);
+                let b = batch.slice(*next, n);
+                *next += n;
+                Ok(Some(b))
+            }
+            Source::Disk { file, blocks } => {
+                let Some(run) = blocks.next() else { return Ok(None) };
+                let bytes = file.read(run)?;
+                let mut reader = StreamReader::try_new(Cursor::new(bytes), None)
+                    .map_err(|e| corrupt(format!("sort run block: {e}")))?;
+                match reader.next() {
+                    Some(Ok(b)) => Ok(Some(b)),
+                    Some(Err(e)) => Err(corrupt(format!("sort run block: {e}"))),
+                    None => Err(corrupt("sort run block without rows".into())),
+                }
+            }
+        }
+    }
+}
+
+/// A run's position in the merge: its current block (index into the held blocks), the
+/// block's keys in row format, and the next row.
+struct RunCursor<'a> {
+    source: Source<'a>,
+    held: usize,
+    keys: Rows,
+    row: usize,
+    len: usize,
+}
+
+/// Merges sorted runs into the answer: every worker's disk runs (`spills`) and in-memory
+/// sorted rows (`memory`), all with `schema`, ordered by `order_by` (whose last key makes
+/// rows unique, or ties go by run), skipping `offset` rows and keeping at most `limit`;
+/// returns batches of the first `visible` columns. The held blocks and the answer are
+/// accounted in `query`.
+///
+/// # Errors
+/// Reading or decoding a run ([`tessera_common::Error::Io`], `Corrupt`), Arrow errors,
+/// and [`tessera_common::Error::ResourcesExhausted`] / `Cancelled` from `query`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn merge(
+    schema: &SchemaRef,
+    spills: &[SortSpill],
+    memory: Vec<RecordBatch>,
+    order_by: &[SortKey],
+    offset: usize,
+    limit: Option<usize>,
+    keep: &[usize],
+    query: &QueryContext,
+) -> Result<Vec<RecordBatch>> {
+    let converter = row_converter(schema, order_by)?;
+    let mut sources: Vec<Source<'_>> = Vec::new();
+    for s in spills {
+        if let Some(file) = &s.file {
+            for run in &s.runs {
+                sources.push(Source::Disk { file, blocks: run.clone().into_iter() });
+            }
+        }
+    }
+    for batch in memory.into_iter().filter(|b| b.num_rows() > 0) {
+        let rows = block_rows(&batch);
+        sources.push(Source::Memory { batch, next: 0, rows });
+    }
+    let mut held: Vec<RecordBatch> = Vec::new();
+    let mut held_bytes = 0usize;
+    let mut accounted = 0usize;
+    let keys_of = |b: &RecordBatch| -> Result<Rows> {
+        let cols: Vec<ArrayRef> = order_by.iter().map(|k| canonical_array(b.column(k.output))).collect();
+        Ok(converter.convert_columns(&cols)?)
+    };
+    let mut cursors: Vec<RunCursor<'_>> = Vec::with_capacity(sources.len());
+    for mut source in sources {
+        if let Some(b) = source.next_block()? {
+            let keys = keys_of(&b)?;
+            held_bytes += b.get_array_memory_size() + keys.size();
+            cursors.push(RunCursor { source, held: held.len(), keys, row: 0, len: b.num_rows() });
+            held.push(b);
+        }
+    }
+    query.resize(&mut accounted, held_bytes, "ORDER BY external sort merge")?;
+
+    // Min-heap of cursor indices; ties (only without a unique last key) go to the lower run.
+    let less = |cs: &[RunCursor<'_>], a: usize, b: usize| -> bool {
+        match cs[a].keys.row(cs[a].row).cmp(&cs[b].keys.row(cs[b].row)) {
+            Ordering::Less => true,
+            Ordering::Greater => false,
+            Ordering::Equal => a < b,
+        }
+    };
+    let mut heap: Vec<usize> = (0..cursors.len()).collect();
+    for i in (0..heap.len() / 2).rev() {
+        sift_down(&mut heap, i, &cursors, &less);
+    }
+
+    let mut skip = offset;
+    let mut left = limit.unwrap_or(usize::MAX);
+    let mut out: Vec<RecordBatch> = Vec::new();
+    let mut out_bytes = 0usize;
+    let mut picks: Vec<(usize, usize)> = Vec::with_capacity(OUT_ROWS);
+    while left > 0 && !heap.is_empty() {
+        let c = heap[0];
+        let cur = &mut cursors[c];
+        if skip > 0 {
+            skip -= 1;
+        } else {
+            picks.push((cur.held, cur.row));
+            left -= 1;
+        }
+        cur.row += 1;
+        let mut exhausted = false;
+        if cur.row == cur.len {
+            // The block is used up: the next one (the old one stays held while picks point
+            // into it).
+            match cur.source.next_block()? {
+                Some(b) => {
+                    cur.keys = keys_of(&b)?;
+                    cur.row = 0;
+                    cur.len = b.num_rows();
+                    cur.held = held.len();
+                    held_bytes += b.get_array_memory_size() + cur.keys.size();
+                    held.push(b);
+                    query.resize(&mut accounted, held_bytes + out_bytes, "ORDER BY external sort merge")?;
+                }
+                None => exhausted = true,
+            }
+        }
+        if exhausted {
+            let last = heap.pop().expect("heap not empty");
+            if !heap.is_empty() {
+                heap[0] = last;
+            }
+        }
+        if !heap.is_empty() {
+            sift_down(&mut heap, 0, &cursors, &less);
+        }
+        // Emit the picks when a batch is full or the merge is done; drop the blocks no
+        // cursor is on once they pile up (also while OFFSET rows are being skipped).
+        let done = left == 0 || heap.is_empty();
+        if picks.len() == OUT_ROWS || held.len() > 2 * cursors.len() + 8 || done {
+            query.check_cancelled()?;
+            if !picks.is_empty() {
+                let batch = take_picks(&held, &picks, keep)?;
+                out_bytes += batch.get_array_memory_size();
+                out.push(batch);
+                picks.clear();
+            }
+            let mut kept: Vec<RecordBatch> = Vec::with_capacity(cursors.len());
+            held_bytes = 0;
+            for cur in &mut cursors {
+                if cur.row < cur.len {
+                    let b = held[cur.held].clone();
+                    held_bytes += b.get_array_memory_size() + cur.keys.size();
+                    cur.held = kept.len();
+                    kept.push(b);
+                }
+            }
+            held = kept;
+            query.resize(&mut accounted, held_bytes + out_bytes, "ORDER BY external sort merge")?;
+        }
+    }
+    // The answer stays accounted until the query ends; the merge's blocks do not.
+    drop(held);
+    query.resize(&mut accounted, out_bytes, "ORDER BY external sort merge")?;
+    if out.is_empty() {
+        out.push(RecordBatch::new_empty(Arc::new(schema.project(keep)?)));
+    }
+    Ok(out)
+}
+
+/// The rows `picks` (held block, row) of columns `keep`, in order.
+fn take_picks(held: &[RecordBatch], picks: &[(usize, usize)], keep: &[usize]) -> Result<RecordBatch> {
+    let schema = Arc::new(held[0].schema().project(keep)?);
+    let mut cols = Vec::with_capacity(keep.len());
+    for &c in keep {
+        let arrays: Vec<&dyn Array> = held.iter().map(|b| b.column(c).as_ref()).collect();
+        cols.push(interleave(&arrays, picks)?);
+    }
+    Ok(RecordBatch::try_new(schema, cols)?)
+}
+
+fn sift_down<F>(heap: &mut [usize], mut i: usize, cursors: &[RunCursor<'_>], less: &F)
+where
+    F: Fn(&[RunCursor<'_>], usize, usize) -> bool,
+{
+    loop {
+        let (l, r) = (2 * i + 1, 2 * i + 2);
+        let mut m = i;
+        if l < heap.len() && less(cursors, heap[l], heap[m]) {
+            m = l;
+        }
+        if r < heap.len() && less(cursors, heap[r], heap[m]) {
+            m = r;
+        }
+        if m == i {
+            return;
+        }
+        heap.swap(i, m);
+        i = m;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Float64Array, Int32Array, StringArray, UInt64Array};
+    use arrow::compute::{SortColumn, lexsort_to_indices};
+    use arrow::datatypes::{DataType, Field, Schema};
+
+    /// The row-format sort gives Arrow's `lexsort_to_indices` order (canonical floats) for
+    /// every direction and NULL placement, whole and with a limit; a unique last key leaves
+    /// no ties whose order could differ.
+    #[test]
+    fn row_format_sort_equals_lexsort() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let n = 20_000;
+        let r: Vec<u64> = (0..n).map(|_| next()).collect();
+        let ints = Int32Array::from_iter(r.iter().map(|v| (v % 7 != 0).then_some((v >> 8) as i32 % 50)));
+        let floats = Float64Array::from_iter(r.iter().map(|v| match (v >> 16) % 20 {
+            0 => None,
+            1 => Some(f64::NAN),
+            2 => Some(-0.0),
+            3 => Some(0.0),
+            m => Some(m as f64 - 10.5),
+        }));
+        let strs = StringArray::from_iter(r.iter().map(|v| match (v >> 24) % 30 {
+            0 => None,
+            1 => Some(String::new()),
+            m => Some(format!("s{}", m % 9)),
+        }));
+        let pos = UInt64Array::from_iter_values(0..n as u64);
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("i", DataType::Int32, true),
+            Field::new("f", DataType::Float64, true),
+            Field::new("s", DataType::Utf8, true),
+            Field::new("p", DataType::UInt64, false),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![Arc::new(ints), Arc::new(floats), Arc::new(strs), Arc::new(pos)],
+        )
+        .unwrap();
+        for case in 0..32u32 {
+            let keys: Vec<SortKey> = [(case % 3) as usize, ((case / 3) % 3) as usize, 3]
+                .iter()
+                .enumerate()
+                .map(|(j, &c)| SortKey {
+                    output: c,
+                    descending: (case >> j) & 1 == 1,
+                    nulls_first: (case >> (j + 2)) & 1 == 1,
+                })
+                .collect();
+            for want in [None, Some(0), Some(1), Some(777), Some(n)] {
+                let cols: Vec<SortColumn> = keys
+                    .iter()
+                    .map(|k| SortColumn {
+                        values: canonical_array(batch.column(k.output)),
+                        options: Some(SortOptions { descending: k.descending, nulls_first: k.nulls_first }),
+                    })
+                    .collect();
+                let expect = lexsort_to_indices(&cols, want).unwrap();
+                let got = row_format_indices(&batch, &keys, want).unwrap();
+                assert_eq!(got, expect, "keys {keys:?}, want {want:?}");
+            }
+        }
+    }
+}
