@@ -182,7 +182,9 @@ def run_queries(run, spec: dict, tag: str) -> list[dict]:
     all_sql = C.load_queries()
     out = []
     for q in spec["queries"]:
-        sql = C.strip_semicolon(all_sql[q - 1])
+        # A ClickBench number, or {"label": "S1", "sql": ...} (scripts/bench-spill.py --sql).
+        sql = C.strip_semicolon(q["sql"] if isinstance(q, dict) else all_sql[q - 1])
+        q = q["label"] if isinstance(q, dict) else q
         try:
             rows, columns = run(sql)  # warm-up; its answer is the one checked
             times = []
@@ -198,7 +200,7 @@ def run_queries(run, spec: dict, tag: str) -> list[dict]:
              "rows": C.norm_rows(rows)}
         r["seconds_per_million_rows"] = r["mean_seconds"] / (spec["table_rows"] / 1e6)
         out.append(r)
-        log(f"[{tag}] Q{q:<3} mean {r['mean_seconds']:.4f} s  min {r['min_seconds']:.4f} s  rows {len(rows)}")
+        log(f"[{tag}] {q if isinstance(q, str) else f'Q{q}':<4} mean {r['mean_seconds']:.4f} s  min {r['min_seconds']:.4f} s  rows {len(rows)}")
     return out
 
 
@@ -242,6 +244,8 @@ def child_duckdb_query(spec: dict) -> dict:
     # Untimed probes for ties at the LIMIT boundary (compare.py's checker uses them).
     all_sql = C.load_queries()
     for r in results:
+        if isinstance(r["query"], str):
+            continue
         lim = C.parse_limit(all_sql[r["query"] - 1]) if "error" not in r else None
         if lim is not None:
             limit, offset = lim

@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
-"""External GROUP BY benchmark of issue 11: ClickBench queries (default Q19 and Q33) from
+"""Spilling benchmark of issue 11 (external GROUP BY, external sort): ClickBench queries (default Q19 and Q33) from
 Tessera's on-disk store under memory budgets, next to the unlimited run and to DuckDB under
 the same `memory_limit`, in one run.
 
 Usage:
     python3 scripts/bench-spill.py --rows 30000000 [--budgets 1GiB,4GiB] [--queries 19,33]
-        [--runs 3] [--threads 2] [--work DIR] [--tessera-bin PATH] [--no-duckdb] [--keep]
-        [--json OUT.json] [--out-md OUT.md]
+        [--sql 'SELECT ..' ...] [--runs 3] [--threads 2] [--work DIR] [--tessera-bin PATH]
+        [--no-duckdb] [--keep] [--json OUT.json] [--out-md OUT.md]
+
+`--sql` adds statements of your own (S1, S2, ..; repeatable), e.g. an external sort:
+`--queries '' --sql 'SELECT EventTime, UserID, URL FROM hits ORDER BY EventTime, UserID
+LIMIT 10 OFFSET 25000000'`.
 
 Needs `pip install duckdb` and a release `tessera` binary (default target/release/tessera).
 
@@ -54,24 +58,28 @@ def parse_bytes(text: str) -> int:
     return int(t)
 
 
-def tessera_run(args, db: Path, q: int, budget: int) -> dict:
+def tessera_run(args, db: Path, q, budget: int) -> dict:
+    """`q`: a ClickBench number or an `--sql` label (S1..)."""
     with tempfile.TemporaryDirectory(prefix="bench-spill-") as tmp:
         out = Path(tmp) / "bench.json"
-        cmd = [str(args.tessera_bin), "bench", "--db", str(db), "--block-cache-size", "0", "--queries", str(q),
+        # An own statement runs beside Q1 (a metadata answer: microseconds), as S1.
+        which = ["--queries", "1", "--sql", args.sql_of[q]] if isinstance(q, str) else ["--queries", str(q)]
+        cmd = [str(args.tessera_bin), "bench", "--db", str(db), "--block-cache-size", "0", *which,
                "--runs", str(args.runs), "--threads", str(args.threads), "--json", str(out)]
         if budget:
             cmd += ["--set", f"max_memory_usage={budget}"]
         m = S.run_measured(cmd, f"tessera Q{q} {fmt_budget(budget)}")
         res = {"cmd": cmd, "rc": m["rc"], "peak_rss_bytes": m["peak_rss_bytes"], "stderr_tail": m["stderr_tail"]}
         if m["rc"] == 0 and out.exists():
-            r = json.loads(out.read_text())["points"][0]["queries"][0]
+            r = json.loads(out.read_text())["points"][0]["queries"][-1]
             res.update({k: r[k] for k in ("mean_seconds", "min_seconds", "median_seconds", "times_seconds",
                                           "peak_memory_bytes", "spills", "spilled_runs", "spilled_bytes")})
         return res
 
 
-def duckdb_run(args, duck: Path, q: int, budget: int) -> dict:
-    spec = {"db": str(duck), "threads": args.threads, "queries": [q], "runs": args.runs}
+def duckdb_run(args, duck: Path, q, budget: int) -> dict:
+    item = {"label": q, "sql": args.sql_of[q]} if isinstance(q, str) else q
+    spec = {"db": str(duck), "threads": args.threads, "queries": [item], "runs": args.runs}
     if budget:
         tmpdir = args.work / "duckdb-tmp"
         tmpdir.mkdir(parents=True, exist_ok=True)
@@ -121,7 +129,8 @@ def duckdb_store(args, n: int) -> Path:
 
 
 def report(res: dict) -> str:
-    lines = [f"# External GROUP BY under memory budgets ({res['rows']:,} generated rows, {res['threads']} threads)", "",
+    lines = [f"# Spilling queries under memory budgets ({res['rows']:,} generated rows, {res['threads']} threads)", "",
+             *[f"{label}: `{sql}`" for label, sql in res.get("sql", {}).items()], "",
              f"Machine: {res['machine']}; {res['date']}; {res['git']}; load average at start {res['loadavg_start']}.",
              f"Method: `{res['command']}`; per query and budget one process, 1 warm-up + {res['runs']} runs, mean "
              "seconds; Tessera from its on-disk store with the decoded-block cache off; DuckDB from its database "
@@ -139,7 +148,7 @@ def report(res: dict) -> str:
                        if t.get("spills") else ("0" if tm is not None else "-"))
             ok = lambda c: "-" if c is None else ("PASS" if c else "FAIL")  # noqa: E731
             lines.append("| " + " | ".join([
-                f"Q{q}", fmt_budget(b),
+                q if isinstance(q, str) else f"Q{q}", fmt_budget(b),
                 f"{tm:.2f}" if tm is not None else f"error (rc {t['rc']})",
                 S.fmib(t.get("peak_rss_bytes")),
                 S.fmib(t.get("peak_memory_bytes")),
@@ -160,6 +169,7 @@ def main() -> int:
     ap.add_argument("--rows", type=int, default=30_000_000)
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--queries", default="19,33")
+    ap.add_argument("--sql", action="append", default=[], help="a statement of your own (S1, S2, ..)")
     ap.add_argument("--budgets", default="1GiB,4GiB", help="max_memory_usage / memory_limit values")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
@@ -171,10 +181,14 @@ def main() -> int:
     ap.add_argument("--out-md", type=Path)
     args = ap.parse_args()
     try:
-        queries = C.parse_query_list(args.queries)
+        queries = C.parse_query_list(args.queries) if args.queries.strip() else []
         budgets = [0] + [parse_bytes(b) for b in args.budgets.split(",") if b.strip()]
     except ValueError:
         ap.error("--queries takes numbers (19,33) and --budgets sizes (1GiB,4GiB)")
+    args.sql_of = {f"S{i + 1}": sql for i, sql in enumerate(args.sql)}
+    queries += list(args.sql_of)
+    if not queries:
+        ap.error("nothing to run: give --queries or --sql")
     S.RSS_METHOD = "time" if Path("/usr/bin/time").exists() else "rusage"
     args.work = args.work.resolve()
     args.work.mkdir(parents=True, exist_ok=True)
@@ -183,7 +197,7 @@ def main() -> int:
     res = {"rows": args.rows, "threads": args.threads, "runs": args.runs, "date": S.now(),
            "machine": f"{m['cpu_model']}, {m['vcpus']} vCPUs, {m['memory_bytes'] / GIB:.1f} GiB RAM, {m['os']}",
            "git": ver, "command": "python3 scripts/bench-spill.py " + " ".join(sys.argv[1:]),
-           "loadavg_start": S.loadavg(), "queries": {q: [{"budget": b} for b in budgets] for q in queries}}
+           "loadavg_start": S.loadavg(), "sql": args.sql_of, "queries": {q: [{"budget": b} for b in budgets] for q in queries}}
     # One engine at a time, its store deleted before the next is made (unless --keep): the
     # 100M-row stores do not fit the disk together.
     db = tessera_store(args, args.rows)

@@ -174,7 +174,10 @@ enum Source<'a> {
 }
 
 impl Source<'_> {
-    fn next_block(&mut self) -> Result<Option<RecordBatch>> {
+    /// The next block and the bytes it adds to the query: a disk block's decoded message
+    /// (its arrays are slices of it); nothing for a memory block, a slice of rows the scan
+    /// already accounts.
+    fn next_block(&mut self) -> Result<Option<(RecordBatch, usize)>> {
         match self {
             Source::Memory { batch, next, rows } => {
                 if *next >= batch.num_rows() {
@@ -183,15 +186,16 @@ impl Source<'_> {
                 let n = (*rows).min(batch.num_rows() - *next);
                 let b = batch.slice(*next, n);
                 *next += n;
-                Ok(Some(b))
+                Ok(Some((b, 0)))
             }
             Source::Disk { file, blocks } => {
                 let Some(run) = blocks.next() else { return Ok(None) };
                 let bytes = file.read(run)?;
+                let len = bytes.len();
                 let mut reader = StreamReader::try_new(Cursor::new(bytes), None)
                     .map_err(|e| corrupt(format!("sort run block: {e}")))?;
                 match reader.next() {
-                    Some(Ok(b)) => Ok(Some(b)),
+                    Some(Ok(b)) => Ok(Some((b, len))),
                     Some(Err(e)) => Err(corrupt(format!("sort run block: {e}"))),
                     None => Err(corrupt("sort run block without rows".into())),
                 }
@@ -204,6 +208,8 @@ impl Source<'_> {
 /// block's keys in row format, and the next row.
 struct RunCursor<'a> {
     source: Source<'a>,
+    /// Bytes the current block adds to the query (see [`Source::next_block`]).
+    bytes: usize,
     held: usize,
     keys: Rows,
     row: usize,
@@ -252,10 +258,10 @@ pub(crate) fn merge(
     };
     let mut cursors: Vec<RunCursor<'_>> = Vec::with_capacity(sources.len());
     for mut source in sources {
-        if let Some(b) = source.next_block()? {
+        if let Some((b, bytes)) = source.next_block()? {
             let keys = keys_of(&b)?;
-            held_bytes += b.get_array_memory_size() + keys.size();
-            cursors.push(RunCursor { source, held: held.len(), keys, row: 0, len: b.num_rows() });
+            held_bytes += bytes + keys.size();
+            cursors.push(RunCursor { source, bytes, held: held.len(), keys, row: 0, len: b.num_rows() });
             held.push(b);
         }
     }
@@ -294,12 +300,13 @@ pub(crate) fn merge(
             // The block is used up: the next one (the old one stays held while picks point
             // into it).
             match cur.source.next_block()? {
-                Some(b) => {
+                Some((b, bytes)) => {
                     cur.keys = keys_of(&b)?;
                     cur.row = 0;
                     cur.len = b.num_rows();
                     cur.held = held.len();
-                    held_bytes += b.get_array_memory_size() + cur.keys.size();
+                    cur.bytes = bytes;
+                    held_bytes += bytes + cur.keys.size();
                     held.push(b);
                     query.resize(&mut accounted, held_bytes + out_bytes, "ORDER BY external sort merge")?;
                 }
@@ -331,7 +338,7 @@ pub(crate) fn merge(
             for cur in &mut cursors {
                 if cur.row < cur.len {
                     let b = held[cur.held].clone();
-                    held_bytes += b.get_array_memory_size() + cur.keys.size();
+                    held_bytes += cur.bytes + cur.keys.size();
                     cur.held = kept.len();
                     kept.push(b);
                 }
