@@ -215,6 +215,86 @@ fn external_sort_equals_in_memory_for_every_type() {
     assert_no_files(tmp.path());
 }
 
+/// ORDER BY over the groups of a GROUP BY, without a LIMIT or past the top-N: partitions'
+/// groups sorted and spilled as runs, merged, give the in-memory answer (HAVING and OFFSET
+/// included), one table or radix partitions, 1 and 3 threads.
+#[test]
+fn external_sort_of_groups_equals_in_memory() {
+    let db = database();
+    let tmp = tempfile::tempdir().unwrap();
+    let queries = [
+        "SELECT k, COUNT(*) AS c, SUM(v) FROM t GROUP BY k ORDER BY c DESC",
+        "SELECT s, MIN(f), COUNT(*) AS c FROM t GROUP BY s HAVING COUNT(*) > 1 ORDER BY c DESC, MIN(f)",
+        "SELECT kn, k32, SUM(vn) AS x FROM t GROUP BY kn, k32 ORDER BY x NULLS FIRST LIMIT 100000 OFFSET 10",
+    ];
+    for sql in queries {
+        let mut base = settings(1);
+        base.max_bytes_ratio_before_external_sort = 0.0;
+        base.max_bytes_ratio_before_external_group_by = 0.0;
+        base.max_server_memory_usage = 0;
+        let (want, profile) = db.sql_profiled(sql, Some(&base)).unwrap();
+        assert_eq!(profile.spills, 0, "{sql}");
+        let want = one(&want);
+        assert!(want.num_rows() > 1000, "{sql}: {}", want.num_rows());
+        for threads in [1, 3] {
+            for two_level in [100_000, 256] {
+                let mut s = base.clone();
+                s.max_threads = threads;
+                s.group_by_two_level_threshold = two_level;
+                s.max_bytes_before_external_sort = 16 << 10;
+                s.tmp_path = Some(tmp.path().to_path_buf());
+                let case = format!("{sql} / {threads} threads, two-level threshold {two_level}");
+                let (got, profile) = db.sql_profiled(sql, Some(&s)).unwrap_or_else(|e| panic!("{case}: {e}"));
+                assert_eq!(one(&got), want, "{case}");
+                assert!(profile.spills > 0 && profile.spilled_bytes > 0, "{case}: {profile:?}");
+                assert_no_files(tmp.path());
+            }
+        }
+    }
+}
+
+/// Sorts and answers past `debug_sort_run_bytes` (256 MiB by default, 16 KiB here): rows
+/// sorted into runs in memory and merged, unsorted answers of scans and GROUP BY handed out in
+/// several batches; answers equal the one-batch path and nothing goes to disk.
+#[test]
+fn sorted_runs_in_memory_and_multi_batch_answers_equal_one_batch() {
+    let db = database();
+    let queries = [
+        SORTS[0],
+        SORTS[5],
+        SORTS[6],
+        "SELECT s, k FROM t WHERE v > 0",
+        "SELECT s, k FROM t LIMIT 20000 OFFSET 9000",
+        "SELECT k, s, COUNT(*) FROM t GROUP BY k, s",
+        "SELECT k, COUNT(*) AS c FROM t GROUP BY k HAVING COUNT(*) > 2 ORDER BY c, k DESC",
+    ];
+    for sql in queries {
+        let mut base = settings(2);
+        base.max_bytes_ratio_before_external_sort = 0.0;
+        base.max_server_memory_usage = 0;
+        let (want, _) = db.sql_profiled(sql, Some(&base)).unwrap();
+        let want = &one(&want);
+        let mut s = base.clone();
+        s.debug_sort_run_bytes = 16 << 10;
+        s.group_by_two_level_threshold = 256;
+        let (got, profile) = db.sql_profiled(sql, Some(&s)).unwrap();
+        assert_eq!(profile.spills, 0, "{sql}");
+        if sql.contains("ORDER BY") || sql.contains("LIMIT") {
+            // (The merge's batches hold up to 65,536 rows: one batch here.)
+            assert_eq!(&one(&got), want, "{sql}");
+        } else {
+            assert!(got.len() > 1, "{sql}: one batch");
+            // No order: the same rows (as a sorted multiset).
+            let sorted = |b: &RecordBatch| {
+                let mut rows: Vec<String> = (0..b.num_rows()).map(|i| format!("{:?}", b.slice(i, 1).columns())).collect();
+                rows.sort_unstable();
+                rows
+            };
+            assert_eq!(sorted(&one(&got)), sorted(want), "{sql}");
+        }
+    }
+}
+
 fn assert_no_files(dir: &Path) {
     let left: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
     assert!(left.is_empty(), "temporary files left: {left:?}");

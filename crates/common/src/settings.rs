@@ -60,6 +60,12 @@ pub struct Settings {
     /// the query's budget (as for GROUP BY; ClickHouse's
     /// `max_bytes_ratio_before_external_sort`). Default 0.5; `0` never spills on a ratio.
     pub max_bytes_ratio_before_external_sort: f64,
+    /// Bytes of rows a sort worker sorts at once before they become a sorted run in memory;
+    /// answers past twice this are merged from runs or handed out in several batches, never
+    /// concatenated (no string column past Arrow's 32-bit offsets). `0` (the default) is
+    /// 256 MiB. A debug setting (as DuckDB's `debug_*`): tests set it small to run those
+    /// paths on small data.
+    pub debug_sort_run_bytes: u64,
     /// Bytes a query may write to temporary files (ClickHouse's
     /// `max_temporary_data_on_disk_size_for_query`); `0` = unlimited (the default). Past it
     /// the query fails with `Error::ResourcesExhausted`.
@@ -95,6 +101,7 @@ impl Default for Settings {
             max_bytes_ratio_before_external_group_by: 0.5,
             max_bytes_before_external_sort: 0,
             max_bytes_ratio_before_external_sort: 0.5,
+            debug_sort_run_bytes: 0,
             max_temporary_data_on_disk_size: 0,
             tmp_path: None,
             temporary_files_codec: TemporaryFilesCodec::Lz4,
@@ -153,6 +160,7 @@ impl Settings {
         "max_bytes_ratio_before_external_group_by",
         "max_bytes_before_external_sort",
         "max_bytes_ratio_before_external_sort",
+        "debug_sort_run_bytes",
         "max_temporary_data_on_disk_size",
         "tmp_path",
         "temporary_files_codec",
@@ -180,6 +188,15 @@ impl Settings {
         let budget = if self.max_memory_usage > 0 { self.max_memory_usage } else { self.max_server_memory_usage };
         let bytes = (budget as f64 * ratio) as u64;
         (bytes > 0).then_some(bytes)
+    }
+
+    /// Bytes of rows sorted at once into one in-memory run (see
+    /// [`Settings::debug_sort_run_bytes`]).
+    pub fn sort_run_bytes(&self) -> usize {
+        match self.debug_sort_run_bytes {
+            0 => 256 << 20,
+            b => usize::try_from(b).unwrap_or(usize::MAX),
+        }
     }
 
     /// The directory of temporary files ([`Settings::tmp_path`] or the system's).
@@ -235,6 +252,7 @@ impl Settings {
             "max_temporary_data_on_disk_size" => self.max_temporary_data_on_disk_size = parse(value)?,
             "max_server_memory_usage" => self.max_server_memory_usage = parse(value)?,
             "max_bytes_before_external_sort" => self.max_bytes_before_external_sort = parse(value)?,
+            "debug_sort_run_bytes" => self.debug_sort_run_bytes = parse(value)?,
             "max_bytes_ratio_before_external_group_by" => {
                 self.max_bytes_ratio_before_external_group_by = parse_ratio(name, value)?
             }

@@ -38,6 +38,7 @@ use crate::partial::{Partial, Scratch, Spilled, finalize_partitioned, scatter_ok
 use crate::plan::{AggFunc, AggOutput, AggregatePlan, OrderLimit, Plan, ScalarExpr, SortKey};
 use crate::pool::run_morsels;
 use crate::prewhere::Prewhere;
+use crate::sort::SortSpill;
 use crate::spill::{Run, SpillFile};
 use tessera_kernels::Kernels;
 
@@ -251,9 +252,9 @@ pub(crate) fn execute(
     settings: &Settings,
     pool: &rayon::ThreadPool,
     query: &QueryContext,
-) -> Result<(RecordBatch, Profile)> {
-    if let Some(answer) = from_metadata(plan)? {
-        return Ok(answer);
+) -> Result<(Vec<RecordBatch>, Profile)> {
+    if let Some((batch, profile)) = from_metadata(plan)? {
+        return Ok((vec![batch], profile));
     }
     let plan = &with_key_tiebreak(plan);
     let table = &plan.table;
@@ -270,7 +271,7 @@ pub(crate) fn execute(
     let prewhere = Prewhere::new(plan.filter.as_ref(), table.schema());
     let ctx = Ctx { plan, input: &input, prewhere, other_cols, settings, pool, query, kern };
     let r = &reader;
-    let (batch, mut profile) = match layout {
+    let (batches, mut profile) = match layout {
         Layout::Unit => run::<(), _, _>(&ctx, |_, _, n, out| {
             out.clear();
             out.resize(n, ());
@@ -291,7 +292,7 @@ pub(crate) fn execute(
     };
     profile.layout = Some(layout.name());
     profile.morsels_skipped = input.skipped();
-    Ok((batch, profile))
+    Ok((batches, profile))
 }
 
 struct Worker<K> {
@@ -350,7 +351,7 @@ impl<K: GroupKey> Worker<K> {
     }
 }
 
-fn run<K, E, D>(ctx: &Ctx<'_>, extract: E, decode: D) -> Result<(RecordBatch, Profile)>
+fn run<K, E, D>(ctx: &Ctx<'_>, extract: E, decode: D) -> Result<(Vec<RecordBatch>, Profile)>
 where
     K: GroupKey,
     E: Fn(&[&ArrayRef], Option<&[u32]>, usize, &mut Vec<K>) + Sync,
@@ -513,10 +514,41 @@ where
     // Phases 2 and 3: final aggregation, then per final table the top-N candidates (or
     // all groups) materialised; each table is dropped once emitted.
     let schema = output_schema(ctx)?;
+    // External sort of the groups (ORDER BY without LIMIT, or a LIMIT past the top-N
+    // buffer): once the emitted groups pass `max_bytes_before_external_sort`, a partition's
+    // groups are sorted and written as a run instead of kept (see crate::sort); every group
+    // key ends the ORDER BY (`with_key_tiebreak`), so the merge is the in-memory order.
+    let all_cols = schema.fields().len();
+    let run_order = OrderLimit {
+        order_by: plan.order.order_by.clone(),
+        limit: plan.order.limit.map(|l| l.saturating_add(plan.order.offset)),
+        offset: 0,
+    };
+    let sort_limit = ctx
+        .settings
+        .external_sort_bytes()
+        .filter(|_| !plan.order.order_by.is_empty() && run_order.limit.is_none_or(|w| w > EXTERNAL_SORT_MIN_ROWS))
+        .map(|b| usize::try_from(b).unwrap_or(usize::MAX));
+    let emitted = std::sync::atomic::AtomicUsize::new(0);
+    let sort_spill = std::sync::Mutex::new(SortSpill::default());
     let finish = |t: GroupTable<K>| -> Result<(RecordBatch, usize, usize)> {
         let gids = select_groups(&t, &plan.order, plan, &decode, ctx.query)?;
         let b = emit(&t, &gids, plan, &schema, &decode)?;
-        ctx.query.grow(b.get_array_memory_size(), "GROUP BY output")?;
+        let bytes = b.get_array_memory_size();
+        if let Some(limit) = sort_limit
+            && emitted.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed) + bytes > limit
+        {
+            emitted.fetch_sub(bytes, std::sync::atomic::Ordering::Relaxed);
+            let b = match &plan.having {
+                Some(h) => apply_having(b, h)?,
+                None => b,
+            };
+            let sorted = order_and_limit(b, &run_order, all_cols)?;
+            let mut spill = sort_spill.lock().map_err(|_| Error::internal("sort spill lock poisoned"))?;
+            spill.write_run(&sorted, ctx.settings, ctx.query)?;
+            return Ok((RecordBatch::new_empty(schema.clone()), t.len(), t.memory_size()));
+        }
+        ctx.query.grow(bytes, "GROUP BY output")?;
         Ok((b, t.len(), t.memory_size()))
     };
     let total: usize = partials.iter().map(|t| t.size()).sum();
@@ -556,6 +588,52 @@ where
         finals = vec![finish(t)?];
     }
     let batches: Vec<RecordBatch> = finals.into_iter().map(|f| f.0).collect();
+    let sort_spill = sort_spill.into_inner().map_err(|_| Error::internal("sort spill lock poisoned"))?;
+    let profile = |sort: &SortSpill| {
+        let (sort_runs, sort_bytes) = sort.runs_and_bytes();
+        Profile {
+            layout: None,
+            groups,
+            two_level,
+            rows_in,
+            hash_table_bytes,
+            partial_flushes,
+            spills: spills + sort.spills,
+            spilled_runs: spilled.run_count() + sort_runs,
+            spilled_bytes: spilled.bytes() + sort_bytes,
+            ..Profile::default()
+        }
+    };
+    let big = batches.iter().map(RecordBatch::get_array_memory_size).sum::<usize>() > crate::sort::concat_max_bytes(ctx.settings);
+    if big && plan.order.order_by.is_empty() {
+        // Many groups in no order: handed out per partition, not copied into one batch (no
+        // string column past Arrow's 32-bit offsets).
+        let mut out = Vec::with_capacity(batches.len());
+        for b in batches {
+            out.push(match &plan.having {
+                Some(h) => apply_having(b, h)?,
+                None => b,
+            });
+        }
+        let keep: Vec<usize> = (0..plan.visible).collect();
+        let out = crate::sort::offset_limit(out, &schema, plan.order.offset, plan.order.limit, &keep)?;
+        return Ok((out, profile(&sort_spill)));
+    }
+    if big || !sort_spill.is_empty() {
+        // The groups kept in memory are sorted runs too; the answer is the merge.
+        let mut memory = Vec::with_capacity(batches.len());
+        for b in batches.into_iter().filter(|b| b.num_rows() > 0) {
+            let b = match &plan.having {
+                Some(h) => apply_having(b, h)?,
+                None => b,
+            };
+            memory.push(vec![order_and_limit(b, &run_order, all_cols)?]);
+        }
+        let keep: Vec<usize> = (0..plan.visible).collect();
+        let (order_by, offset, limit) = (&plan.order.order_by, plan.order.offset, plan.order.limit);
+        let out = crate::sort::merge(&schema, std::slice::from_ref(&sort_spill), memory, order_by, offset, limit, &keep, ctx.query)?;
+        return Ok((out, profile(&sort_spill)));
+    }
     let batch = concat_batches(&schema, &batches)?;
     // The per-table outputs are copied into one batch: account it in their place.
     let parts_bytes: usize = batches.iter().map(|b| b.get_array_memory_size()).sum();
@@ -568,22 +646,12 @@ where
     };
     ctx.query.grow(batch.get_array_memory_size(), "ORDER BY sort of the groups")?;
     let out = order_and_limit(batch, &plan.order, plan.visible)?;
-    Ok((
-        out,
-        Profile {
-            layout: None,
-            groups,
-            two_level,
-            rows_in,
-            hash_table_bytes,
-            partial_flushes,
-            spills,
-            spilled_runs: spilled.run_count(),
-            spilled_bytes: spilled.bytes(),
-            ..Profile::default()
-        },
-    ))
+    Ok((vec![out], profile(&sort_spill)))
 }
+
+/// A LIMIT (plus OFFSET) at or below this many rows keeps the groups' top-N candidates in
+/// memory; above it, or without a LIMIT, the groups may be sorted externally.
+const EXTERNAL_SORT_MIN_ROWS: usize = 65_536;
 
 /// Gives back bytes accounted in a query when dropped.
 struct ReleaseOnDrop<'q> {

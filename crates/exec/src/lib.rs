@@ -120,7 +120,7 @@ pub fn execute_batches_in(
         return Ok((vec![batch], profile));
     }
     let (batches, mut profile) = match plan {
-        Plan::Aggregate(p) => aggregate::execute(p, settings, &pool, query).map(|(b, p)| (vec![b], p)),
+        Plan::Aggregate(p) => aggregate::execute(p, settings, &pool, query),
         Plan::Scan(p) => scan::execute(p, settings, &pool, query),
     }?;
     profile.peak_memory_bytes = query.peak_memory_usage();

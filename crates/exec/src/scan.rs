@@ -122,8 +122,8 @@ fn run(
         pool,
         settings.max_threads,
         chunk_lens.len(),
-        || (Vec::<(usize, RecordBatch)>::new(), 0usize, 0usize, 0usize, SortSpill::default()),
-        |(kept, kept_rows, passed, accounted, spill), m| {
+        ScanWorker::default,
+        |ScanWorker { kept, kept_rows, passed, accounted, runs, runs_bytes, spill }, m| {
             query.check_cancelled()?;
             if let Some(w) = want
                 && !sorted
@@ -193,45 +193,110 @@ fn run(
                 *kept_rows = best.num_rows();
                 *kept = vec![(m, best)];
             }
-            let mut bytes = kept.iter().map(|(_, b)| b.get_array_memory_size()).sum();
-            if let Some(limit) = spill_limit
-                && bytes > limit
-            {
-                let merged = concat_batches(&schema, kept.iter().map(|(_, b)| b))?;
-                kept.clear();
+            let mut bytes: usize = kept.iter().map(|(_, b)| b.get_array_memory_size()).sum();
+            if sorted && bytes > settings.sort_run_bytes() {
+                // A sorted run in memory: no sort (nor final concatenation) past it, so no
+                // string column outgrows Arrow's 32-bit offsets.
+                let run = sorted_run(std::mem::take(kept), &local)?;
                 *kept_rows = 0;
                 bytes = 0;
-                spill.write_run(&order_and_limit(merged, &local, all_cols)?, settings, query)?;
+                *runs_bytes += run.iter().map(RecordBatch::get_array_memory_size).sum::<usize>();
+                runs.push(run);
+                // Top-N: the runs together keep at most the best `want` rows once they hold
+                // twice that many (one merge, as the compaction of `kept` above).
+                let run_rows: usize = runs.iter().flatten().map(RecordBatch::num_rows).sum();
+                if let Some(w) = want
+                    && runs.len() > 1
+                    && run_rows > w.saturating_mul(2)
+                {
+                    let all: Vec<usize> = (0..all_cols).collect();
+                    let best = sort::merge(&schema, &[], std::mem::take(runs), &local.order_by, 0, Some(w), &all, query)?;
+                    *runs_bytes = best.iter().map(RecordBatch::get_array_memory_size).sum();
+                    *runs = vec![best];
+                }
+            }
+            if let Some(limit) = spill_limit
+                && bytes + *runs_bytes > limit
+            {
+                if !kept.is_empty() {
+                    let batches: Vec<RecordBatch> = kept.drain(..).map(|(_, b)| b).collect();
+                    *kept_rows = 0;
+                    bytes = 0;
+                    let picks = sort::sorted_picks(&batches, &local.order_by, local.limit)?;
+                    spill.write_picks(&batches, &picks, settings, query)?;
+                }
+                for run in runs.drain(..) {
+                    spill.write_run_batches(&run, settings, query)?;
+                }
+                *runs_bytes = 0;
             }
             let op = if sorted { "ORDER BY ... LIMIT top-N buffer" } else { "scan output buffer" };
-            query.resize(accounted, bytes, op)?;
+            query.resize(accounted, bytes + *runs_bytes, op)?;
             Ok(())
         },
     )?;
-    let rows_in = parts.iter().map(|(_, _, passed, _, _)| passed).sum();
+    let rows_in = parts.iter().map(|w| w.passed).sum();
     let keep: Vec<usize> = (0..plan.visible).chain(row_col.filter(|_| with_rows)).collect();
-    if parts.iter().any(|p| !p.4.is_empty()) {
-        // External sort: every worker's rows left in memory become one more sorted run.
+    let profile = Profile { rows_in, ..Profile::default() };
+    if !sorted {
+        // Table order; OFFSET and LIMIT by slicing, the rows not copied into one batch.
+        let mut batches: Vec<(usize, RecordBatch)> = parts.into_iter().flat_map(|w| w.kept).collect();
+        batches.sort_by_key(|(m, _)| *m);
+        let out = sort::offset_limit(batches.into_iter().map(|(_, b)| b), &schema, order.offset, order.limit, &keep)?;
+        return Ok((out, profile));
+    }
+    let kept_bytes: usize = parts.iter().flat_map(|w| &w.kept).map(|(_, b)| b.get_array_memory_size()).sum();
+    if kept_bytes > sort::concat_max_bytes(settings) || parts.iter().any(|w| !w.spill.is_empty() || !w.runs.is_empty()) {
+        // Runs on disk or in memory: every worker's last rows become one more sorted run, and
+        // the answer is the merge (see crate::sort).
         let mut memory = Vec::with_capacity(parts.len());
         let mut spills = Vec::with_capacity(parts.len());
-        for (kept, _, _, _, spill) in parts {
-            let merged = concat_batches(&schema, kept.iter().map(|(_, b)| b))?;
-            drop(kept);
-            memory.push(order_and_limit(merged, &local, all_cols)?);
-            spills.push(spill);
+        for w in parts {
+            memory.extend(w.runs);
+            memory.push(sorted_run(w.kept, &local)?);
+            spills.push(w.spill);
         }
         let out = sort::merge(&schema, &spills, memory, &order.order_by, order.offset, order.limit, &keep, query)?;
         let (spilled_runs, spilled_bytes) =
             spills.iter().map(SortSpill::runs_and_bytes).fold((0, 0), |(r, b), (r2, b2)| (r + r2, b + b2));
         let spills = spills.iter().map(|s| s.spills).sum();
-        return Ok((out, Profile { rows_in, spills, spilled_runs, spilled_bytes, ..Profile::default() }));
+        return Ok((out, Profile { spills, spilled_runs, spilled_bytes, ..profile }));
     }
-    let mut batches: Vec<(usize, RecordBatch)> = parts.into_iter().flat_map(|(b, _, _, _, _)| b).collect();
+    let mut batches: Vec<(usize, RecordBatch)> = parts.into_iter().flat_map(|w| w.kept).collect();
     // Table order (the top-N order is restored by the sort below).
     batches.sort_by_key(|(m, _)| *m);
     let merged = concat_batches(&schema, batches.iter().map(|(_, b)| b))?;
     let out = order_and_limit(merged, &order, all_cols)?;
-    Ok((vec![out.project(&keep)?], Profile { rows_in, ..Profile::default() }))
+    Ok((vec![out.project(&keep)?], profile))
+}
+
+/// `kept` sorted by `order` (the first `order.limit` rows), as batches of about
+/// [`sort::BLOCK_BYTES`]: no copy of all rows into one batch.
+fn sorted_run(kept: Vec<(usize, RecordBatch)>, order: &OrderLimit) -> Result<Vec<RecordBatch>> {
+    let batches: Vec<RecordBatch> = kept.into_iter().map(|(_, b)| b).collect();
+    let picks = sort::sorted_picks(&batches, &order.order_by, order.limit)?;
+    let mut run = Vec::new();
+    sort::for_each_block(&batches, &picks, |b| {
+        run.push(b);
+        Ok(())
+    })?;
+    Ok(run)
+}
+
+/// One scan worker's rows: the batches it kept (with their morsel), sorted runs in memory
+/// and on disk, and its counts.
+#[derive(Default)]
+struct ScanWorker {
+    kept: Vec<(usize, RecordBatch)>,
+    kept_rows: usize,
+    /// Rows that passed the filter.
+    passed: usize,
+    /// Bytes of `kept` and `runs` accounted in the query.
+    accounted: usize,
+    /// Sorted runs in memory, each a list of batches in order.
+    runs: Vec<Vec<RecordBatch>>,
+    runs_bytes: usize,
+    spill: SortSpill,
 }
 
 /// Late materialization of `ORDER BY .. LIMIT n` and `LIMIT n` scans (ClickHouse's lazy

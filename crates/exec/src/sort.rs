@@ -39,17 +39,16 @@ use crate::spill::{Run, SpillFile, corrupt};
 /// Target bytes of one block of a sorted run (rows are cut to about this size).
 pub(crate) const BLOCK_BYTES: usize = 1 << 20;
 
+/// Bytes of rows an operator copies into one batch at most (an in-memory sort's input, a
+/// GROUP BY's output): past it the answer is merged from sorted runs or handed out in
+/// several batches. Twice [`Settings::sort_run_bytes`]: 512 MiB by default, well below the
+/// 2 GiB one string column's 32-bit offsets can address.
+pub(crate) fn concat_max_bytes(settings: &Settings) -> usize {
+    settings.sort_run_bytes().saturating_mul(2)
+}
+
 /// Most rows of one output batch of the merge.
 pub(crate) const OUT_ROWS: usize = 65_536;
-
-/// The keys `order_by` of `batch` as a row-format converter and rows (floats canonical, as
-/// every Tessera sort sees them).
-fn row_keys(batch: &RecordBatch, order_by: &[SortKey]) -> Result<(RowConverter, Rows)> {
-    let converter = row_converter(&batch.schema(), order_by)?;
-    let cols: Vec<ArrayRef> = order_by.iter().map(|k| canonical_array(batch.column(k.output))).collect();
-    let rows = converter.convert_columns(&cols)?;
-    Ok((converter, rows))
-}
 
 fn row_converter(schema: &SchemaRef, order_by: &[SortKey]) -> Result<RowConverter> {
     Ok(RowConverter::new(
@@ -63,35 +62,55 @@ fn row_converter(schema: &SchemaRef, order_by: &[SortKey]) -> Result<RowConverte
     )?)
 }
 
-/// The positions of `batch`'s rows in `order_by` order, only the first `want` when given:
-/// keys compared as row-format bytes (DataFusion sorts on several keys the same way), ties
-/// in input order. Same order as Arrow's `lexsort_to_indices` on canonical floats.
+/// The keys `order_by` of `batch` in row format (floats canonical, as every Tessera sort
+/// sees them).
+fn row_keys(converter: &RowConverter, batch: &RecordBatch, order_by: &[SortKey]) -> Result<Rows> {
+    let cols: Vec<ArrayRef> = order_by.iter().map(|k| canonical_array(batch.column(k.output))).collect();
+    Ok(converter.convert_columns(&cols)?)
+}
+
+/// The positions of `batch`'s rows in `order_by` order, only the first `want` when given;
+/// see [`sorted_picks`]. Same order as Arrow's `lexsort_to_indices` on canonical floats.
 ///
 /// # Errors
 /// Arrow errors converting the keys.
 pub(crate) fn row_format_indices(batch: &RecordBatch, order_by: &[SortKey], want: Option<usize>) -> Result<UInt32Array> {
-    let (_, rows) = row_keys(batch, order_by)?;
-    let n = batch.num_rows();
-    if u32::try_from(n).is_err() {
+    let picks = sorted_picks(std::slice::from_ref(batch), order_by, want)?;
+    Ok(picks.into_iter().map(|(_, r)| r as u32).collect())
+}
+
+/// The rows of `batches` (all with one schema) in `order_by` order as (batch, row), only
+/// the first `want` when given, without copying the batches into one: keys compared as
+/// row-format bytes (DataFusion sorts on several keys the same way), ties in input order.
+/// Each entry carries its key's first 16 bytes (big-endian, so byte order is integer order):
+/// most comparisons end there, on data the sort moves anyway, without a cache miss into
+/// the row bytes.
+///
+/// # Errors
+/// Arrow errors converting the keys; more than 4G rows in one batch.
+pub(crate) fn sorted_picks(batches: &[RecordBatch], order_by: &[SortKey], want: Option<usize>) -> Result<Vec<(usize, usize)>> {
+    let Some(first) = batches.first() else { return Ok(Vec::new()) };
+    let converter = row_converter(&first.schema(), order_by)?;
+    let rows: Vec<Rows> = batches.iter().map(|b| row_keys(&converter, b, order_by)).collect::<Result<_>>()?;
+    if batches.len() > u32::MAX as usize || batches.iter().any(|b| b.num_rows() > u32::MAX as usize) {
         return Err(tessera_common::Error::internal("sort of more than 4G rows in one batch"));
     }
-    // Each entry carries the key's first 16 bytes (big-endian, so integer order is byte
-    // order): most comparisons end there, on data the sort moves anyway, without a cache
-    // miss into the row bytes.
-    let mut keyed: Vec<(u128, u32)> = (0..n)
-        .map(|i| {
-            let r = rows.row(i);
-            let b = r.as_ref();
+    let n: usize = batches.iter().map(RecordBatch::num_rows).sum();
+    let mut keyed: Vec<(u128, u32, u32)> = Vec::with_capacity(n);
+    for (bi, r) in rows.iter().enumerate() {
+        for i in 0..r.num_rows() {
+            let b = r.row(i);
+            let b = b.as_ref();
             let mut p = [0u8; 16];
             let k = b.len().min(16);
             p[..k].copy_from_slice(&b[..k]);
-            (u128::from_be_bytes(p), i as u32)
-        })
-        .collect();
-    let cmp = |a: &(u128, u32), b: &(u128, u32)| {
+            keyed.push((u128::from_be_bytes(p), bi as u32, i as u32));
+        }
+    }
+    let cmp = |a: &(u128, u32, u32), b: &(u128, u32, u32)| {
         a.0.cmp(&b.0)
-            .then_with(|| rows.row(a.1 as usize).cmp(&rows.row(b.1 as usize)))
-            .then(a.1.cmp(&b.1))
+            .then_with(|| rows[a.1 as usize].row(a.2 as usize).cmp(&rows[b.1 as usize].row(b.2 as usize)))
+            .then((a.1, a.2).cmp(&(b.1, b.2)))
     };
     match want {
         Some(w) if w < n => {
@@ -103,7 +122,29 @@ pub(crate) fn row_format_indices(batch: &RecordBatch, order_by: &[SortKey], want
         }
         _ => keyed.sort_unstable_by(cmp),
     }
-    Ok(keyed.into_iter().map(|(_, i)| i).collect())
+    Ok(keyed.into_iter().map(|(_, b, r)| (b as usize, r as usize)).collect())
+}
+
+/// The rows `picks` of `batches`, in that order, as batches of about [`BLOCK_BYTES`]
+/// handed to `each` one at a time (so a sorted copy of all rows never exists at once).
+///
+/// # Errors
+/// Arrow errors; whatever `each` returns.
+pub(crate) fn for_each_block(
+    batches: &[RecordBatch],
+    picks: &[(usize, usize)],
+    mut each: impl FnMut(RecordBatch) -> Result<()>,
+) -> Result<()> {
+    let Some(first) = batches.first() else { return Ok(()) };
+    let bytes: usize = batches.iter().map(RecordBatch::get_array_memory_size).sum();
+    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+    let per_row = bytes / rows.max(1);
+    let block = (BLOCK_BYTES / per_row.max(1)).clamp(1024, 65_536);
+    let all: Vec<usize> = (0..first.num_columns()).collect();
+    for chunk in picks.chunks(block) {
+        each(take_picks(batches, chunk, &all)?)?;
+    }
+    Ok(())
 }
 
 /// One worker's sorted runs on disk.
@@ -123,7 +164,15 @@ impl SortSpill {
     /// As [`SpillFile::append`]; [`tessera_common::Error::Io`] when `tmp_path` cannot hold a
     /// temporary file.
     pub(crate) fn write_run(&mut self, sorted: &RecordBatch, settings: &Settings, query: &QueryContext) -> Result<()> {
-        if sorted.num_rows() == 0 {
+        self.write_run_batches(std::slice::from_ref(sorted), settings, query)
+    }
+
+    /// Writes the batches of one sorted run (in order) as one run of blocks.
+    ///
+    /// # Errors
+    /// As [`SortSpill::write_run`].
+    pub(crate) fn write_run_batches(&mut self, run: &[RecordBatch], settings: &Settings, query: &QueryContext) -> Result<()> {
+        if run.iter().all(|b| b.num_rows() == 0) {
             return Ok(());
         }
         if self.file.is_none() {
@@ -131,18 +180,56 @@ impl SortSpill {
             self.file = Some(SpillFile::create(&settings.temporary_directory(), lz4)?);
         }
         let file = self.file.as_mut().expect("created above");
-        let rows = block_rows(sorted);
-        let mut blocks = Vec::with_capacity(sorted.num_rows().div_ceil(rows));
+        let mut blocks = Vec::new();
         let mut buf = Vec::new();
-        for start in (0..sorted.num_rows()).step_by(rows) {
-            let block = sorted.slice(start, rows.min(sorted.num_rows() - start));
+        for sorted in run {
+            let rows = block_rows(sorted);
+            for start in (0..sorted.num_rows()).step_by(rows) {
+                let block = sorted.slice(start, rows.min(sorted.num_rows() - start));
+                buf.clear();
+                let mut w = StreamWriter::try_new(&mut buf, &block.schema())?;
+                w.write(&block)?;
+                w.finish()?;
+                drop(w);
+                blocks.push(file.append(&buf, query)?);
+            }
+        }
+        self.runs.push(blocks);
+        self.spills += 1;
+        Ok(())
+    }
+
+    /// Writes the rows `picks` of `batches` (see [`sorted_picks`]) as one run, a block at
+    /// a time: the sorted rows are never all copied at once.
+    ///
+    /// # Errors
+    /// As [`SortSpill::write_run`].
+    pub(crate) fn write_picks(
+        &mut self,
+        batches: &[RecordBatch],
+        picks: &[(usize, usize)],
+        settings: &Settings,
+        query: &QueryContext,
+    ) -> Result<()> {
+        if picks.is_empty() {
+            return Ok(());
+        }
+        if self.file.is_none() {
+            let lz4 = settings.temporary_files_codec == TemporaryFilesCodec::Lz4;
+            self.file = Some(SpillFile::create(&settings.temporary_directory(), lz4)?);
+        }
+        let file = self.file.as_mut().expect("created above");
+        let mut blocks = Vec::new();
+        let mut buf = Vec::new();
+        for_each_block(batches, picks, |block| {
             buf.clear();
             let mut w = StreamWriter::try_new(&mut buf, &block.schema())?;
             w.write(&block)?;
             w.finish()?;
             drop(w);
             blocks.push(file.append(&buf, query)?);
-        }
+            Ok(())
+        })?;
         self.runs.push(blocks);
         self.spills += 1;
         Ok(())
@@ -167,8 +254,8 @@ fn block_rows(batch: &RecordBatch) -> usize {
 
 /// Where a run's rows come from.
 enum Source<'a> {
-    /// Sorted rows in memory, handed out a block at a time.
-    Memory { batch: RecordBatch, next: usize, rows: usize },
+    /// Sorted rows in memory (batches in order), handed out a block at a time.
+    Memory { batches: std::vec::IntoIter<RecordBatch>, batch: Option<RecordBatch>, next: usize },
     /// A run on disk: its blocks in `file`.
     Disk { file: &'a SpillFile, blocks: std::vec::IntoIter<Run> },
 }
@@ -179,15 +266,18 @@ impl Source<'_> {
     /// already accounts.
     fn next_block(&mut self) -> Result<Option<(RecordBatch, usize)>> {
         match self {
-            Source::Memory { batch, next, rows } => {
-                if *next >= batch.num_rows() {
-                    return Ok(None);
+            Source::Memory { batches, batch, next } => loop {
+                if let Some(b) = batch.as_ref().filter(|b| *next < b.num_rows()) {
+                    let n = block_rows(b).min(b.num_rows() - *next);
+                    let block = b.slice(*next, n);
+                    *next += n;
+                    return Ok(Some((block, 0)));
                 }
-                let n = (*rows).min(batch.num_rows() - *next);
-                let b = batch.slice(*next, n);
-                *next += n;
-                Ok(Some((b, 0)))
-            }
+                match batches.next() {
+                    Some(b) => (*batch, *next) = (Some(b), 0),
+                    None => return Ok(None),
+                }
+            },
             Source::Disk { file, blocks } => {
                 let Some(run) = blocks.next() else { return Ok(None) };
                 let bytes = file.read(run)?;
@@ -217,7 +307,7 @@ struct RunCursor<'a> {
 }
 
 /// Merges sorted runs into the answer: every worker's disk runs (`spills`) and in-memory
-/// sorted rows (`memory`), all with `schema`, ordered by `order_by` (whose last key makes
+/// sorted runs (`memory`, each a list of batches in order), all with `schema`, ordered by `order_by` (whose last key makes
 /// rows unique, or ties go by run), skipping `offset` rows and keeping at most `limit`;
 /// returns batches of the first `visible` columns. The held blocks and the answer are
 /// accounted in `query`.
@@ -229,7 +319,7 @@ struct RunCursor<'a> {
 pub(crate) fn merge(
     schema: &SchemaRef,
     spills: &[SortSpill],
-    memory: Vec<RecordBatch>,
+    memory: Vec<Vec<RecordBatch>>,
     order_by: &[SortKey],
     offset: usize,
     limit: Option<usize>,
@@ -245,17 +335,13 @@ pub(crate) fn merge(
             }
         }
     }
-    for batch in memory.into_iter().filter(|b| b.num_rows() > 0) {
-        let rows = block_rows(&batch);
-        sources.push(Source::Memory { batch, next: 0, rows });
+    for run in memory {
+        sources.push(Source::Memory { batches: run.into_iter(), batch: None, next: 0 });
     }
     let mut held: Vec<RecordBatch> = Vec::new();
     let mut held_bytes = 0usize;
     let mut accounted = 0usize;
-    let keys_of = |b: &RecordBatch| -> Result<Rows> {
-        let cols: Vec<ArrayRef> = order_by.iter().map(|k| canonical_array(b.column(k.output))).collect();
-        Ok(converter.convert_columns(&cols)?)
-    };
+    let keys_of = |b: &RecordBatch| row_keys(&converter, b, order_by);
     let mut cursors: Vec<RunCursor<'_>> = Vec::with_capacity(sources.len());
     for mut source in sources {
         if let Some((b, bytes)) = source.next_block()? {
@@ -350,6 +436,38 @@ pub(crate) fn merge(
     // The answer stays accounted until the query ends; the merge's blocks do not.
     drop(held);
     query.resize(&mut accounted, out_bytes, "ORDER BY external sort merge")?;
+    if out.is_empty() {
+        out.push(RecordBatch::new_empty(Arc::new(schema.project(keep)?)));
+    }
+    Ok(out)
+}
+
+/// OFFSET and LIMIT over `batches` in order, by slicing (no copy into one batch), keeping
+/// columns `keep`; one empty batch of `schema`'s `keep` columns when no row is left.
+///
+/// # Errors
+/// Arrow errors projecting.
+pub(crate) fn offset_limit(
+    batches: impl IntoIterator<Item = RecordBatch>,
+    schema: &SchemaRef,
+    offset: usize,
+    limit: Option<usize>,
+    keep: &[usize],
+) -> Result<Vec<RecordBatch>> {
+    let (mut skip, mut left) = (offset, limit.unwrap_or(usize::MAX));
+    let mut out = Vec::new();
+    for b in batches {
+        if left == 0 {
+            break;
+        }
+        if skip >= b.num_rows() {
+            skip -= b.num_rows();
+            continue;
+        }
+        let n = (b.num_rows() - skip).min(left);
+        out.push(b.slice(skip, n).project(keep)?);
+        (skip, left) = (0, left - n);
+    }
     if out.is_empty() {
         out.push(RecordBatch::new_empty(Arc::new(schema.project(keep)?)));
     }
