@@ -194,7 +194,23 @@ fn run(
                 *kept = vec![(m, best)];
             }
             let mut bytes: usize = kept.iter().map(|(_, b)| b.get_array_memory_size()).sum();
-            if sorted && bytes > settings.sort_run_bytes() {
+            if let Some(limit) = spill_limit
+                && bytes + *runs_bytes > limit
+            {
+                // External sort: the kept rows sorted straight into a run on disk, and the
+                // runs in memory after them.
+                if !kept.is_empty() {
+                    let batches: Vec<RecordBatch> = kept.drain(..).map(|(_, b)| b).collect();
+                    *kept_rows = 0;
+                    bytes = 0;
+                    let picks = sort::sorted_picks(&batches, &local.order_by, local.limit)?;
+                    spill.write_picks(&batches, &picks, settings, query)?;
+                }
+                for run in runs.drain(..) {
+                    spill.write_run_batches(&run, settings, query)?;
+                }
+                *runs_bytes = 0;
+            } else if sorted && bytes > settings.sort_run_bytes() {
                 // A sorted run in memory: no sort (nor final concatenation) past it, so no
                 // string column outgrows Arrow's 32-bit offsets.
                 let run = sorted_run(std::mem::take(kept), &local)?;
@@ -214,21 +230,6 @@ fn run(
                     *runs_bytes = best.iter().map(RecordBatch::get_array_memory_size).sum();
                     *runs = vec![best];
                 }
-            }
-            if let Some(limit) = spill_limit
-                && bytes + *runs_bytes > limit
-            {
-                if !kept.is_empty() {
-                    let batches: Vec<RecordBatch> = kept.drain(..).map(|(_, b)| b).collect();
-                    *kept_rows = 0;
-                    bytes = 0;
-                    let picks = sort::sorted_picks(&batches, &local.order_by, local.limit)?;
-                    spill.write_picks(&batches, &picks, settings, query)?;
-                }
-                for run in runs.drain(..) {
-                    spill.write_run_batches(&run, settings, query)?;
-                }
-                *runs_bytes = 0;
             }
             let op = if sorted { "ORDER BY ... LIMIT top-N buffer" } else { "scan output buffer" };
             query.resize(accounted, bytes + *runs_bytes, op)?;

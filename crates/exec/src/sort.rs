@@ -172,31 +172,15 @@ impl SortSpill {
     /// # Errors
     /// As [`SortSpill::write_run`].
     pub(crate) fn write_run_batches(&mut self, run: &[RecordBatch], settings: &Settings, query: &QueryContext) -> Result<()> {
-        if run.iter().all(|b| b.num_rows() == 0) {
-            return Ok(());
-        }
-        if self.file.is_none() {
-            let lz4 = settings.temporary_files_codec == TemporaryFilesCodec::Lz4;
-            self.file = Some(SpillFile::create(&settings.temporary_directory(), lz4)?);
-        }
-        let file = self.file.as_mut().expect("created above");
-        let mut blocks = Vec::new();
-        let mut buf = Vec::new();
-        for sorted in run {
-            let rows = block_rows(sorted);
-            for start in (0..sorted.num_rows()).step_by(rows) {
-                let block = sorted.slice(start, rows.min(sorted.num_rows() - start));
-                buf.clear();
-                let mut w = StreamWriter::try_new(&mut buf, &block.schema())?;
-                w.write(&block)?;
-                w.finish()?;
-                drop(w);
-                blocks.push(file.append(&buf, query)?);
+        self.write_blocks(settings, query, |emit| {
+            for sorted in run {
+                let rows = block_rows(sorted);
+                for start in (0..sorted.num_rows()).step_by(rows) {
+                    emit(sorted.slice(start, rows.min(sorted.num_rows() - start)))?;
+                }
             }
-        }
-        self.runs.push(blocks);
-        self.spills += 1;
-        Ok(())
+            Ok(())
+        })
     }
 
     /// Writes the rows `picks` of `batches` (see [`sorted_picks`]) as one run, a block at
@@ -211,27 +195,41 @@ impl SortSpill {
         settings: &Settings,
         query: &QueryContext,
     ) -> Result<()> {
-        if picks.is_empty() {
-            return Ok(());
-        }
-        if self.file.is_none() {
-            let lz4 = settings.temporary_files_codec == TemporaryFilesCodec::Lz4;
-            self.file = Some(SpillFile::create(&settings.temporary_directory(), lz4)?);
-        }
-        let file = self.file.as_mut().expect("created above");
+        self.write_blocks(settings, query, |emit| for_each_block(batches, picks, emit))
+    }
+
+    /// Writes the blocks `produce` hands to its callback, in order, as one run (none if no
+    /// block has a row).
+    fn write_blocks(
+        &mut self,
+        settings: &Settings,
+        query: &QueryContext,
+        produce: impl FnOnce(&mut dyn FnMut(RecordBatch) -> Result<()>) -> Result<()>,
+    ) -> Result<()> {
+        let dir = settings.temporary_directory();
+        let lz4 = settings.temporary_files_codec == TemporaryFilesCodec::Lz4;
         let mut blocks = Vec::new();
         let mut buf = Vec::new();
-        for_each_block(batches, picks, |block| {
+        let file = &mut self.file;
+        produce(&mut |block: RecordBatch| {
+            if block.num_rows() == 0 {
+                return Ok(());
+            }
+            if file.is_none() {
+                *file = Some(SpillFile::create(&dir, lz4)?);
+            }
             buf.clear();
             let mut w = StreamWriter::try_new(&mut buf, &block.schema())?;
             w.write(&block)?;
             w.finish()?;
             drop(w);
-            blocks.push(file.append(&buf, query)?);
+            blocks.push(file.as_mut().expect("created above").append(&buf, query)?);
             Ok(())
         })?;
-        self.runs.push(blocks);
-        self.spills += 1;
+        if !blocks.is_empty() {
+            self.runs.push(blocks);
+            self.spills += 1;
+        }
         Ok(())
     }
 
