@@ -263,6 +263,8 @@ fn sorted_runs_in_memory_and_multi_batch_answers_equal_one_batch() {
         SORTS[0],
         SORTS[5],
         SORTS[6],
+        // Top-N over runs in memory: the runs are compacted to the best 2,100 rows.
+        "SELECT k, s, v FROM t ORDER BY s DESC, v LIMIT 2000 OFFSET 100",
         "SELECT s, k FROM t WHERE v > 0",
         "SELECT s, k FROM t LIMIT 20000 OFFSET 9000",
         "SELECT k, s, COUNT(*) FROM t GROUP BY k, s",

@@ -228,6 +228,8 @@ fn run(
                     let all: Vec<usize> = (0..all_cols).collect();
                     let best = sort::merge(&schema, &[], std::mem::take(runs), &local.order_by, 0, Some(w), &all, query)?;
                     *runs_bytes = best.iter().map(RecordBatch::get_array_memory_size).sum();
+                    // The merge left its output accounted; the worker accounts it below.
+                    query.shrink(*runs_bytes);
                     *runs = vec![best];
                 }
             }

@@ -1,11 +1,12 @@
 //! External sort: `ORDER BY` whose rows outgrow their share of the query's memory
 //! (ClickHouse's `max_bytes_before_external_sort`, DuckDB's larger-than-memory sort).
 //!
-//! A worker whose buffered rows pass its share of the threshold sorts them (Arrow's
-//! `lexsort_to_indices`, the in-memory path's order) and writes them to its temporary
-//! [`SpillFile`] as one **sorted run**: blocks of at most [`BLOCK_BYTES`] (Arrow IPC stream
-//! encoding, then the file's codec), so that merging holds one block per run. With a LIMIT,
-//! a run keeps only its first `offset + limit` rows: no later row can be in the answer.
+//! A worker whose buffered rows pass its share of the threshold sorts them
+//! ([`sorted_picks`]: row-format keys; the in-memory path's order, since every sort here
+//! ends on a unique key) and writes them to its temporary [`SpillFile`] as one **sorted
+//! run**: blocks of about [`BLOCK_BYTES`] (Arrow IPC stream encoding, then the file's codec),
+//! so that merging holds about one block per run. With a LIMIT, a run keeps only its first
+//! `offset + limit` rows: no later row can be in the answer.
 //!
 //! The final phase is a k-way merge (a binary heap of run cursors) over the disk runs and
 //! the workers' last in-memory rows. Keys are compared as Arrow row-format bytes
@@ -15,9 +16,11 @@
 //! merge skips `OFFSET` rows, stops after `LIMIT`, and emits batches of at most
 //! [`OUT_ROWS`] rows; the answer is held in memory (the API returns it whole).
 //!
-//! Memory of the merge: one decoded block and its row-format keys per run, plus the answer.
-//! The runs are not merged in several passes: with the default thresholds a 20 GB input
-//! makes tens of runs, not thousands.
+//! Memory of the merge: a decoded block and its row-format keys per run (up to about two
+//! per run between prunings of the used-up blocks), plus the answer. The runs are merged in
+//! one pass: with the default thresholds a 20 GB input makes tens of runs. Small budgets
+//! with many threads make many more (a run per worker share), and disk runs of a LIMIT query
+//! are not compacted to the best `offset + limit` rows: see issue 11's notes.
 
 use std::cmp::Ordering;
 use std::io::Cursor;
@@ -46,6 +49,10 @@ pub(crate) const BLOCK_BYTES: usize = 1 << 20;
 pub(crate) fn concat_max_bytes(settings: &Settings) -> usize {
     settings.sort_run_bytes().saturating_mul(2)
 }
+
+/// Fewest rows of a run's block (wide rows make fewer per block; 16 rows of a few MiB each
+/// stay far below the 2 GiB a string column can hold).
+const MIN_BLOCK_ROWS: usize = 16;
 
 /// Most rows of one output batch of the merge.
 pub(crate) const OUT_ROWS: usize = 65_536;
@@ -139,7 +146,7 @@ pub(crate) fn for_each_block(
     let bytes: usize = batches.iter().map(RecordBatch::get_array_memory_size).sum();
     let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
     let per_row = bytes / rows.max(1);
-    let block = (BLOCK_BYTES / per_row.max(1)).clamp(1024, 65_536);
+    let block = (BLOCK_BYTES / per_row.max(1)).clamp(MIN_BLOCK_ROWS, 65_536);
     let all: Vec<usize> = (0..first.num_columns()).collect();
     for chunk in picks.chunks(block) {
         each(take_picks(batches, chunk, &all)?)?;
@@ -247,7 +254,7 @@ impl SortSpill {
 /// Rows per block: about [`BLOCK_BYTES`], between 1,024 and 65,536.
 fn block_rows(batch: &RecordBatch) -> usize {
     let per_row = batch.get_array_memory_size() / batch.num_rows().max(1);
-    (BLOCK_BYTES / per_row.max(1)).clamp(1024, 65_536)
+    (BLOCK_BYTES / per_row.max(1)).clamp(MIN_BLOCK_ROWS, 65_536)
 }
 
 /// Where a run's rows come from.
@@ -283,6 +290,7 @@ impl Source<'_> {
                 let mut reader = StreamReader::try_new(Cursor::new(bytes), None)
                     .map_err(|e| corrupt(format!("sort run block: {e}")))?;
                 match reader.next() {
+                    Some(Ok(b)) if b.num_rows() == 0 => Err(corrupt("sort run block without rows".into())),
                     Some(Ok(b)) => Ok(Some((b, len))),
                     Some(Err(e)) => Err(corrupt(format!("sort run block: {e}"))),
                     None => Err(corrupt("sort run block without rows".into())),
@@ -305,10 +313,11 @@ struct RunCursor<'a> {
 }
 
 /// Merges sorted runs into the answer: every worker's disk runs (`spills`) and in-memory
-/// sorted runs (`memory`, each a list of batches in order), all with `schema`, ordered by `order_by` (whose last key makes
-/// rows unique, or ties go by run), skipping `offset` rows and keeping at most `limit`;
-/// returns batches of the first `visible` columns. The held blocks and the answer are
-/// accounted in `query`.
+/// sorted runs (`memory`, each a list of batches in order), all with `schema`, ordered by
+/// `order_by` (whose last key makes rows unique, or ties go by run), skipping `offset` rows
+/// and keeping at most `limit`; returns batches of the columns `keep`. The held blocks are
+/// accounted in `query` while the merge runs; the answer's bytes stay accounted when it
+/// returns (a caller that keeps the answer as working state shrinks them).
 ///
 /// # Errors
 /// Reading or decoding a run ([`tessera_common::Error::Io`], `Corrupt`), Arrow errors,
@@ -339,7 +348,16 @@ pub(crate) fn merge(
     let mut held: Vec<RecordBatch> = Vec::new();
     let mut held_bytes = 0usize;
     let mut accounted = 0usize;
-    let keys_of = |b: &RecordBatch| row_keys(&converter, b, order_by);
+    // A block read back must have the runs' columns (a damaged file is an error, not a
+    // panic in the key conversion).
+    let keys_of = |b: &RecordBatch| {
+        let same = b.num_columns() == schema.fields().len()
+            && b.columns().iter().zip(schema.fields()).all(|(c, f)| c.data_type() == f.data_type());
+        if !same {
+            return Err(corrupt(format!("sort run block with columns {:?}", b.schema().fields())));
+        }
+        row_keys(&converter, b, order_by)
+    };
     let mut cursors: Vec<RunCursor<'_>> = Vec::with_capacity(sources.len());
     for mut source in sources {
         if let Some((b, bytes)) = source.next_block()? {
@@ -510,6 +528,26 @@ mod tests {
     use arrow::array::{Float64Array, Int32Array, StringArray, UInt64Array};
     use arrow::compute::{SortColumn, lexsort_to_indices};
     use arrow::datatypes::{DataType, Field, Schema};
+
+    /// A run block whose columns are not the merge's (a damaged temporary file) is
+    /// `Error::Corrupt`, not a panic in the key conversion; a good run merges.
+    #[test]
+    fn a_block_of_other_columns_is_corrupt_not_a_panic() {
+        use crate::context::{CancelToken, QueryContext};
+        let settings = Settings::default();
+        let query = QueryContext::new(0, CancelToken::new());
+        let ints = Arc::new(Schema::new(vec![Field::new("i", DataType::Int32, true)]));
+        let batch = RecordBatch::try_new(ints.clone(), vec![Arc::new(Int32Array::from(vec![1, 2, 3]))]).unwrap();
+        let mut spill = SortSpill::default();
+        spill.write_run(&batch, &settings, &query).unwrap();
+        let key = [SortKey { output: 0, descending: false, nulls_first: false }];
+        let good = merge(&ints, std::slice::from_ref(&spill), vec![vec![batch]], &key, 1, Some(4), &[0], &query).unwrap();
+        let got: Vec<i32> = good.iter().flat_map(|b| b.column(0).as_any().downcast_ref::<Int32Array>().unwrap().values().to_vec()).collect();
+        assert_eq!(got, vec![1, 2, 2, 3]);
+        let strs = Arc::new(Schema::new(vec![Field::new("s", DataType::Utf8, true)]));
+        let e = merge(&strs, &[spill], vec![], &key, 0, None, &[0], &query).unwrap_err();
+        assert!(matches!(e, tessera_common::Error::Corrupt { .. }), "{e}");
+    }
 
     /// The row-format sort gives Arrow's `lexsort_to_indices` order (canonical floats) for
     /// every direction and NULL placement, whole and with a limit; a unique last key leaves
