@@ -297,6 +297,50 @@ fn sorted_runs_in_memory_and_multi_batch_answers_equal_one_batch() {
     }
 }
 
+/// A LIMIT query that spills on every morsel (300k rows in 4,096-row morsels, a 16 KiB
+/// threshold) keeps at most 16 disk runs per worker by merging them into their best
+/// `offset + limit` rows: the answer still equals the in-memory one.
+#[test]
+fn limit_runs_on_disk_are_compacted() {
+    let n = 300_000usize;
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("x", DataType::Int64, false),
+        Field::new("s", DataType::Utf8, false),
+    ]));
+    let batches: Vec<RecordBatch> = (0..n)
+        .step_by(4096)
+        .map(|start| {
+            let rows = start..(start + 4096).min(n);
+            let x = Int64Array::from_iter_values(rows.clone().map(|i| ((i as i64) * 7919) % 100_003));
+            let s = StringArray::from_iter_values(rows.map(|i| format!("row-{}", i % 977)));
+            RecordBatch::try_new(schema.clone(), vec![Arc::new(x), Arc::new(s)]).unwrap()
+        })
+        .collect();
+    let db = Database::new();
+    db.register_batches("big", schema, &batches).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    for sql in [
+        "SELECT x, s FROM big ORDER BY x DESC LIMIT 5000 OFFSET 100",
+        "SELECT s, x FROM big ORDER BY s, x LIMIT 70000 OFFSET 3",
+    ] {
+        let mut base = settings(2);
+        base.max_bytes_ratio_before_external_sort = 0.0;
+        base.max_server_memory_usage = 0;
+        let (want, _) = db.sql_profiled(sql, Some(&base)).unwrap();
+        for threads in [1, 2] {
+            let mut s = base.clone();
+            s.max_threads = threads;
+            s.max_bytes_before_external_sort = 16 << 10;
+            s.tmp_path = Some(tmp.path().to_path_buf());
+            let (got, profile) = db.sql_profiled(sql, Some(&s)).unwrap();
+            assert_eq!(one(&got), one(&want), "{sql} / {threads} threads");
+            assert!(profile.spills > 16 * threads, "{sql}: {profile:?}");
+            assert!(profile.spilled_runs <= 16 * threads, "{sql}: {profile:?}");
+            assert_no_files(tmp.path());
+        }
+    }
+}
+
 fn assert_no_files(dir: &Path) {
     let left: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
     assert!(left.is_empty(), "temporary files left: {left:?}");

@@ -210,6 +210,9 @@ fn run(
                     spill.write_run_batches(&run, settings, query)?;
                 }
                 *runs_bytes = 0;
+                if let Some(w) = want {
+                    spill.compact_for_limit(&schema, &local.order_by, w, settings, query)?;
+                }
             } else if sorted && bytes > settings.sort_run_bytes() {
                 // A sorted run in memory: no sort (nor final concatenation) past it, so no
                 // string column outgrows Arrow's 32-bit offsets.

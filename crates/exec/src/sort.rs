@@ -162,7 +162,13 @@ pub(crate) struct SortSpill {
     runs: Vec<Vec<Run>>,
     /// Times the worker spilled.
     pub(crate) spills: usize,
+    /// Bytes of the files [`SortSpill::compact_for_limit`] replaced.
+    earlier_bytes: u64,
 }
+
+/// Disk runs of one worker in a LIMIT query past which they are merged into one (see
+/// [`SortSpill::compact_for_limit`]).
+pub(crate) const MAX_LIMIT_RUNS: usize = 16;
 
 impl SortSpill {
     /// Writes `sorted` (rows already in sort order) as one run of blocks.
@@ -240,14 +246,47 @@ impl SortSpill {
         Ok(())
     }
 
+    /// With more than [`MAX_LIMIT_RUNS`] runs of a LIMIT query, merges them into one run of
+    /// their best `want` rows (a new file; the old one is freed): a worker that spills again
+    /// and again under a small share keeps at most that many runs of at most `want` rows,
+    /// not most of its input.
+    ///
+    /// # Errors
+    /// As [`merge`] and [`SortSpill::write_run`].
+    pub(crate) fn compact_for_limit(
+        &mut self,
+        schema: &SchemaRef,
+        order_by: &[SortKey],
+        want: usize,
+        settings: &Settings,
+        query: &QueryContext,
+    ) -> Result<()> {
+        if self.runs.len() <= MAX_LIMIT_RUNS {
+            return Ok(());
+        }
+        let all: Vec<usize> = (0..schema.fields().len()).collect();
+        let mut compact = SortSpill::default();
+        let old = std::slice::from_ref(&*self);
+        compact.write_blocks(settings, query, |emit| {
+            merge_into(schema, old, Vec::new(), order_by, 0, Some(want), &all, query, &mut |b| {
+                emit(b)?;
+                Ok(0)
+            })
+        })?;
+        compact.spills = self.spills;
+        compact.earlier_bytes = self.earlier_bytes + self.file.as_ref().map_or(0, SpillFile::len);
+        *self = compact;
+        Ok(())
+    }
+
     /// Whether nothing was written.
     pub(crate) fn is_empty(&self) -> bool {
         self.runs.is_empty()
     }
 
-    /// Runs written and their bytes on disk.
+    /// Runs written and their bytes on disk (files already compacted away included).
     pub(crate) fn runs_and_bytes(&self) -> (usize, u64) {
-        (self.runs.len(), self.file.as_ref().map_or(0, SpillFile::len))
+        (self.runs.len(), self.earlier_bytes + self.file.as_ref().map_or(0, SpillFile::len))
     }
 }
 
@@ -333,6 +372,36 @@ pub(crate) fn merge(
     keep: &[usize],
     query: &QueryContext,
 ) -> Result<Vec<RecordBatch>> {
+    let mut out: Vec<RecordBatch> = Vec::new();
+    merge_into(schema, spills, memory, order_by, offset, limit, keep, query, &mut |b| {
+        let bytes = b.get_array_memory_size();
+        out.push(b);
+        Ok(bytes)
+    })?;
+    if out.is_empty() {
+        out.push(RecordBatch::new_empty(Arc::new(schema.project(keep)?)));
+    }
+    Ok(out)
+}
+
+/// [`merge`], handing each output batch to `emit` as it is made; `emit` returns the bytes
+/// of it that stay in memory (accounted in `query` when the merge returns; 0 for a batch
+/// written away).
+///
+/// # Errors
+/// As [`merge`], and whatever `emit` returns.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn merge_into(
+    schema: &SchemaRef,
+    spills: &[SortSpill],
+    memory: Vec<Vec<RecordBatch>>,
+    order_by: &[SortKey],
+    offset: usize,
+    limit: Option<usize>,
+    keep: &[usize],
+    query: &QueryContext,
+    emit: &mut dyn FnMut(RecordBatch) -> Result<usize>,
+) -> Result<()> {
     let converter = row_converter(schema, order_by)?;
     let mut sources: Vec<Source<'_>> = Vec::new();
     for s in spills {
@@ -384,7 +453,6 @@ pub(crate) fn merge(
 
     let mut skip = offset;
     let mut left = limit.unwrap_or(usize::MAX);
-    let mut out: Vec<RecordBatch> = Vec::new();
     let mut out_bytes = 0usize;
     let mut picks: Vec<(usize, usize)> = Vec::with_capacity(OUT_ROWS);
     while left > 0 && !heap.is_empty() {
@@ -431,8 +499,7 @@ pub(crate) fn merge(
             query.check_cancelled()?;
             if !picks.is_empty() {
                 let batch = take_picks(&held, &picks, keep)?;
-                out_bytes += batch.get_array_memory_size();
-                out.push(batch);
+                out_bytes += emit(batch)?;
                 picks.clear();
             }
             let mut kept: Vec<RecordBatch> = Vec::with_capacity(cursors.len());
@@ -452,10 +519,7 @@ pub(crate) fn merge(
     // The answer stays accounted until the query ends; the merge's blocks do not.
     drop(held);
     query.resize(&mut accounted, out_bytes, "ORDER BY external sort merge")?;
-    if out.is_empty() {
-        out.push(RecordBatch::new_empty(Arc::new(schema.project(keep)?)));
-    }
-    Ok(out)
+    Ok(())
 }
 
 /// OFFSET and LIMIT over `batches` in order, by slicing (no copy into one batch), keeping
