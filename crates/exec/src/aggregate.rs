@@ -147,8 +147,10 @@ fn eval_kept(e: &Expr, mcols: &[Option<ArrayRef>], len: usize, sel: Option<&[u32
     Ok(arrow::compute::take(&compact, &arrow::array::UInt32Array::from(pos), None)?)
 }
 
-/// Keeps the rows of `batch` (the aggregation's output columns) where `having` is TRUE.
-fn apply_having(batch: RecordBatch, having: &Expr) -> Result<RecordBatch> {
+/// Keeps the rows of `batch` (the aggregation's output columns) where `having` is TRUE;
+/// all of them without a HAVING.
+fn apply_having(batch: RecordBatch, having: Option<&Expr>) -> Result<RecordBatch> {
+    let Some(having) = having else { return Ok(batch) };
     let cols: Vec<Option<ArrayRef>> = batch.columns().iter().cloned().map(Some).collect();
     let keep = evaluate_expr(having, &cols, batch.num_rows())?;
     let keep = keep.as_boolean_opt().ok_or_else(|| Error::internal("HAVING of a non-boolean type"))?;
@@ -539,10 +541,7 @@ where
             && emitted.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed) + bytes > limit
         {
             emitted.fetch_sub(bytes, std::sync::atomic::Ordering::Relaxed);
-            let b = match &plan.having {
-                Some(h) => apply_having(b, h)?,
-                None => b,
-            };
+            let b = apply_having(b, plan.having.as_ref())?;
             let sorted = order_and_limit(b, &run_order, all_cols)?;
             let mut spill = sort_spill.lock().map_err(|_| Error::internal("sort spill lock poisoned"))?;
             spill.write_run(&sorted, ctx.settings, ctx.query)?;
@@ -608,13 +607,8 @@ where
     if big && plan.order.order_by.is_empty() {
         // Many groups in no order: handed out per partition, not copied into one batch (no
         // string column past Arrow's 32-bit offsets).
-        let mut out = Vec::with_capacity(batches.len());
-        for b in batches {
-            out.push(match &plan.having {
-                Some(h) => apply_having(b, h)?,
-                None => b,
-            });
-        }
+        let out: Vec<RecordBatch> =
+            batches.into_iter().map(|b| apply_having(b, plan.having.as_ref())).collect::<Result<_>>()?;
         let keep: Vec<usize> = (0..plan.visible).collect();
         let out = crate::sort::offset_limit(out, &schema, plan.order.offset, plan.order.limit, &keep)?;
         return Ok((out, profile(&sort_spill)));
@@ -623,10 +617,7 @@ where
         // The groups kept in memory are sorted runs too; the answer is the merge.
         let mut memory = Vec::with_capacity(batches.len());
         for b in batches.into_iter().filter(|b| b.num_rows() > 0) {
-            let b = match &plan.having {
-                Some(h) => apply_having(b, h)?,
-                None => b,
-            };
+            let b = apply_having(b, plan.having.as_ref())?;
             memory.push(vec![order_and_limit(b, &run_order, all_cols)?]);
         }
         let keep: Vec<usize> = (0..plan.visible).collect();
@@ -640,10 +631,7 @@ where
     drop(batches);
     ctx.query.shrink(parts_bytes);
     ctx.query.grow(batch.get_array_memory_size(), "GROUP BY output")?;
-    let batch = match &plan.having {
-        Some(h) => apply_having(batch, h)?,
-        None => batch,
-    };
+    let batch = apply_having(batch, plan.having.as_ref())?;
     ctx.query.grow(batch.get_array_memory_size(), "ORDER BY sort of the groups")?;
     let out = order_and_limit(batch, &plan.order, plan.visible)?;
     Ok((vec![out], profile(&sort_spill)))
