@@ -201,33 +201,42 @@ fn canonical(v: Val) -> Val {
     }
 }
 
-/// Applies `f` to each non-NULL string of a Utf8 or Binary array, keeping the type.
-fn map_strings(a: &ArrayRef, mut f: impl FnMut(&[u8]) -> Vec<u8>) -> Result<ArrayRef> {
-    let mut b = BinaryBuilder::with_capacity(a.len(), 0);
-    let bin = match a.data_type() {
+/// Applies `f` to each non-NULL string of a Utf8 or Binary array, keeping the type: `f`
+/// appends the output string to the values buffer it is given (no allocation per row).
+/// `f`'s second argument says whether the input is `Utf8`.
+fn map_strings(a: &ArrayRef, mut f: impl FnMut(&[u8], &mut Vec<u8>, bool)) -> Result<ArrayRef> {
+    let (offsets, values, nulls, utf8) = match a.data_type() {
         DataType::Utf8 => {
             let s = a.as_string::<i32>();
-            for v in s.iter() {
-                b.append_option(v.map(|v| f(v.as_bytes())));
-            }
-            b.finish()
+            (s.offsets(), s.values(), s.nulls(), true)
         }
         DataType::Binary => {
-            for v in a.as_binary::<i32>().iter() {
-                b.append_option(v.map(&mut f));
-            }
-            b.finish()
+            let s = a.as_binary::<i32>();
+            (s.offsets(), s.values(), s.nulls(), false)
         }
         DataType::Null => return Ok(a.clone()),
         other => return Err(Error::internal(format!("string function on {other}"))),
     };
-    if *a.data_type() == DataType::Utf8 {
-        // Valid UTF-8 in, and every function here keeps it valid (ASCII case mapping,
-        // regex replacement at character boundaries); checked by the conversion anyway.
-        Ok(Arc::new(StringArray::try_from_binary(bin).map_err(|e| Error::internal(format!("string function: {e}")))?))
-    } else {
-        Ok(Arc::new(bin))
+    let mut out = Vec::with_capacity(values.len());
+    let mut out_offsets = Vec::with_capacity(offsets.len());
+    out_offsets.push(0i32);
+    for (i, w) in offsets.windows(2).enumerate() {
+        if nulls.is_none_or(|n| n.is_valid(i)) {
+            f(&values[w[0] as usize..w[1] as usize], &mut out, utf8);
+        }
+        let end = i32::try_from(out.len())
+            .map_err(|_| Error::InvalidArgument("a string function's output passes 2 GiB in one morsel".into()))?;
+        out_offsets.push(end);
     }
+    let offsets = arrow::buffer::OffsetBuffer::new(out_offsets.into());
+    let values = arrow::buffer::Buffer::from_vec(out);
+    Ok(if utf8 {
+        // Valid UTF-8 in, and every function here keeps it valid (ASCII case mapping,
+        // regex replacement at character boundaries); checked by the constructor anyway.
+        Arc::new(StringArray::try_new(offsets, values, nulls.cloned()).map_err(|e| Error::internal(format!("string function: {e}")))?)
+    } else {
+        Arc::new(BinaryArray::try_new(offsets, values, nulls.cloned())?)
+    })
 }
 
 fn timestamps(a: &ArrayRef) -> Result<&PrimitiveArray<TimestampSecondType>> {
@@ -242,8 +251,8 @@ fn eval_func(func: &Func, args: &[Expr], dtype: &DataType, cols: &[Option<ArrayR
     }
     Ok(match func {
         Func::Length => arg(0)?.map(|a| Ok(arrow::compute::cast(&arrow::compute::kernels::length::length(a)?, &DataType::UInt64)?))?,
-        Func::Lower => arg(0)?.map(|a| map_strings(a, |s| s.to_ascii_lowercase()))?,
-        Func::Upper => arg(0)?.map(|a| map_strings(a, |s| s.to_ascii_uppercase()))?,
+        Func::Lower => arg(0)?.map(|a| map_strings(a, |s, out, _| out.extend(s.iter().map(u8::to_ascii_lowercase))))?,
+        Func::Upper => arg(0)?.map(|a| map_strings(a, |s, out, _| out.extend(s.iter().map(u8::to_ascii_uppercase))))?,
         Func::Concat => {
             let mut vals = Vec::with_capacity(args.len());
             for i in 0..args.len() {
@@ -271,32 +280,21 @@ fn eval_func(func: &Func, args: &[Expr], dtype: &DataType, cols: &[Option<ArrayR
                 Val::Array(acc)
             }
         }
-        Func::RegexpReplace { pattern, replacement, all } => arg(0)?.map(|a| match a.data_type() {
-            DataType::Utf8 => {
-                let s = a.as_string::<i32>();
-                let out: StringArray = s
-                    .iter()
-                    .map(|v| {
-                        v.map(|v| {
-                            if *all {
-                                pattern.text.replace_all(v, replacement.as_str())
-                            } else {
-                                pattern.text.replace(v, replacement.as_str())
-                            }
-                        })
-                    })
-                    .collect();
-                Ok(Arc::new(out) as ArrayRef)
-            }
-            _ => map_strings(a, |v| {
-                let r = replacement.as_bytes();
-                if *all { pattern.bytes.replace_all(v, r).into_owned() } else { pattern.bytes.replace(v, r).into_owned() }
-            }),
+        Func::RegexpReplace { pattern, replacement, all } => arg(0)?.map(|a| {
+            // One search state per evaluation: this morsel's thread owns its caches.
+            let mut search = pattern.searching(*a.data_type() == DataType::Utf8);
+            map_strings(a, |v, out, _| search.replace(v, replacement, *all, out))
         })?,
         Func::Match(pattern) => arg(0)?.map(|a| {
             let out: BooleanArray = match a.data_type() {
-                DataType::Utf8 => a.as_string::<i32>().iter().map(|v| v.map(|v| pattern.text.is_match(v))).collect(),
-                _ => a.as_binary::<i32>().iter().map(|v| v.map(|v| pattern.bytes.is_match(v))).collect(),
+                DataType::Utf8 => {
+                    let mut search = pattern.searching(true);
+                    a.as_string::<i32>().iter().map(|v| v.map(|v| search.is_match(v.as_bytes()))).collect()
+                }
+                _ => {
+                    let mut search = pattern.searching(false);
+                    a.as_binary::<i32>().iter().map(|v| v.map(|v| search.is_match(v))).collect()
+                }
             };
             Ok(Arc::new(out) as ArrayRef)
         })?,

@@ -141,37 +141,6 @@ pub enum DatePart {
     Hour,
 }
 
-/// A regular expression compiled at plan time (RE2 syntax as ClickHouse; the `regex`
-/// crate, which has RE2's semantics and linear-time guarantee). Equal when the source
-/// texts are equal.
-#[derive(Debug, Clone)]
-pub struct Pattern {
-    source: String,
-    text: regex::Regex,
-    bytes: regex::bytes::Regex,
-}
-
-impl PartialEq for Pattern {
-    fn eq(&self, other: &Self) -> bool {
-        self.source == other.source
-    }
-}
-
-impl Pattern {
-    /// Compiles `source`.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] naming the pattern and the regex error.
-    pub fn new(source: &str) -> Result<Pattern> {
-        let bad = |e: regex::Error| Error::InvalidArgument(format!("invalid regular expression '{source}': {e}"));
-        Ok(Pattern {
-            source: source.to_string(),
-            text: regex::Regex::new(source).map_err(bad)?,
-            bytes: regex::bytes::Regex::new(source).map_err(bad)?,
-        })
-    }
-}
-
 /// Scalar functions.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Func {
@@ -189,8 +158,8 @@ pub enum Func {
     RegexpReplace {
         /// The pattern.
         pattern: Pattern,
-        /// The replacement in the `regex` crate's syntax (`${1}`, `$$`).
-        replacement: String,
+        /// The replacement.
+        replacement: Replacement,
         /// Replace every match (else the first).
         all: bool,
     },
@@ -681,7 +650,7 @@ impl Expr {
                 arity(3, &args)?;
                 string_arg(&args[0])?;
                 let pattern = Pattern::new(&const_str(&args[1], "pattern")?)?;
-                let replacement = clickhouse_replacement(&const_str(&args[2], "replacement")?);
+                let replacement = Replacement::new(&const_str(&args[2], "replacement")?, &pattern)?;
                 let dtype = match args[0].data_type() {
                     DataType::Null => DataType::Utf8,
                     t => t,
@@ -769,34 +738,11 @@ impl Expr {
     }
 }
 
-/// ClickHouse's replacement syntax (`\N` capture groups, `\\` a backslash) in the `regex`
-/// crate's (`${N}`, `$$` a dollar).
-fn clickhouse_replacement(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 8);
-    let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => match chars.peek() {
-                Some(d) if d.is_ascii_digit() => {
-                    out.push_str(&format!("${{{d}}}"));
-                    chars.next();
-                }
-                Some('\\') => {
-                    out.push('\\');
-                    chars.next();
-                }
-                _ => out.push('\\'),
-            },
-            '$' => out.push_str("$$"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 mod eval;
+mod pattern;
 
 pub use eval::{evaluate, true_mask};
+pub use pattern::{Pattern, Replacement};
 
 #[cfg(test)]
 mod tests;
