@@ -154,3 +154,34 @@ fn string_min_max_count_distinct_and_having_with_nulls() {
         assert_eq!(got, want, "{sql}");
     }
 }
+
+/// Global COUNT(DISTINCT x) (run as a GROUP BY on x, counting non-NULL groups) skips NULLs,
+/// honours WHERE, projections over it, HAVING and LIMIT, and counts 0 on no rows; single-
+/// and two-level, numbers, strings and expressions.
+#[test]
+fn global_count_distinct_skips_nulls() {
+    let (db, v, s) = table();
+    let distinct = |f: &dyn Fn(usize) -> Option<String>| {
+        (0..v.len()).filter_map(f).collect::<std::collections::HashSet<_>>().len() as i64
+    };
+    let dv = distinct(&|i| v[i].map(|x| x.to_string()));
+    let ds = distinct(&|i| s[i].clone());
+    let dv_where = distinct(&|i| v[i].filter(|&x| x > 500).map(|x| x.to_string()));
+    let dmod = distinct(&|i| v[i].map(|x| (x % 13).to_string()));
+    assert!(dv > 100 && ds == 4 && dmod == 13);
+    for settings in ["", " SETTINGS group_by_two_level_threshold = 0, max_threads = 3", " SETTINGS max_threads = 1"] {
+        let q = |sql: &str| format!("{sql}{settings}");
+        assert_eq!(count(&db, &q("SELECT COUNT(DISTINCT v) FROM n")), dv);
+        assert_eq!(count(&db, &q("SELECT uniqExact(s) FROM n")), ds);
+        assert_eq!(count(&db, &q("SELECT COUNT(DISTINCT v) FROM n WHERE v > 500")), dv_where);
+        assert_eq!(count(&db, &q("SELECT COUNT(DISTINCT v % 13) FROM n")), dmod);
+        assert_eq!(count(&db, &q("SELECT COUNT(DISTINCT s) FROM n WHERE v < 0")), 0);
+        let out = db.sql(&q("SELECT COUNT(DISTINCT v) * 2 AS d2, COUNT(DISTINCT v) AS d FROM n")).unwrap();
+        assert_eq!(out[0].column(0).as_primitive::<Int64Type>().value(0), 2 * dv);
+        assert_eq!(out[0].column(1).as_primitive::<Int64Type>().value(0), dv);
+        let rows = |sql: &str| db.sql(&q(sql)).unwrap().iter().map(|b| b.num_rows()).sum::<usize>();
+        assert_eq!(rows("SELECT COUNT(DISTINCT s) AS d FROM n HAVING d > 4"), 0);
+        assert_eq!(rows("SELECT COUNT(DISTINCT s) AS d FROM n HAVING d = 4"), 1);
+        assert_eq!(rows("SELECT COUNT(DISTINCT s) FROM n LIMIT 0"), 0);
+    }
+}

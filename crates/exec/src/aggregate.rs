@@ -203,11 +203,7 @@ fn with_key_tiebreak(plan: &AggregatePlan) -> AggregatePlan {
 /// accumulator as the rows would go: one NULL handling and order). No column is read.
 /// `None` when an aggregate needs the rows.
 fn from_metadata(plan: &AggregatePlan) -> Result<Option<(RecordBatch, Profile)>> {
-    if plan.filter.is_some()
-        || !plan.keys.is_empty()
-        || plan.having.is_some()
-        || plan.output.iter().any(|(_, o)| matches!(o, AggOutput::Expr(_)))
-    {
+    if plan.filter.is_some() || !plan.keys.is_empty() {
         return Ok(None);
     }
     let rows = plan.table.num_rows();
@@ -227,25 +223,70 @@ fn from_metadata(plan: &AggregatePlan) -> Result<Option<(RecordBatch, Profile)>>
         };
         values.push(v);
     }
-    let fields: Vec<Field> = plan
-        .output
-        .iter()
-        .map(|(name, o)| match o {
-            AggOutput::Agg(j) => Field::new(name, values[*j].data_type().clone(), true),
-            AggOutput::Key(_) | AggOutput::Expr(_) => Field::new(name, DataType::Null, true),
-        })
-        .collect();
-    let cols: Vec<ArrayRef> = plan
-        .output
-        .iter()
-        .map(|(_, o)| match o {
-            AggOutput::Agg(j) => Ok(values[*j].clone()),
-            AggOutput::Key(_) | AggOutput::Expr(_) => Err(Error::internal("group key without GROUP BY")),
-        })
-        .collect::<Result<_>>()?;
-    let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)?;
-    let out = order_and_limit(batch, &plan.order, plan.visible)?;
+    let out = one_group_output(plan, &values)?;
     Ok(Some((out, Profile { layout: Some("metadata"), groups: 1, rows_in: rows, ..Profile::default() })))
+}
+
+/// `SELECT COUNT(DISTINCT x) [, COUNT(DISTINCT x) ..] FROM t [WHERE ..]` (no GROUP BY):
+/// run as `SELECT x FROM t [WHERE ..] GROUP BY x`, counting the non-NULL groups, so the
+/// distinct values go through the radix-partitioned two-phase GROUP BY, its key layouts and
+/// its parallel final phase, instead of one hash set per worker merged on one thread
+/// (DuckDB plans distinct aggregates as a hash aggregate on the distinct arguments too).
+/// `None` when the plan has another shape.
+fn distinct_as_groups(
+    plan: &AggregatePlan,
+    settings: &Settings,
+    pool: &rayon::ThreadPool,
+    query: &QueryContext,
+) -> Result<Option<(RecordBatch, Profile)>> {
+    let Some(first) = plan.aggs.first() else { return Ok(None) };
+    let Some(x) = first.input else { return Ok(None) };
+    if !plan.keys.is_empty() || !plan.aggs.iter().all(|a| a.func == AggFunc::CountDistinct && a.input == Some(x)) {
+        return Ok(None);
+    }
+    let groups = AggregatePlan {
+        table: plan.table.clone(),
+        filter: plan.filter.clone(),
+        keys: vec![x],
+        computed: plan.computed.clone(),
+        aggs: Vec::new(),
+        projections: Vec::new(),
+        having: None,
+        output: vec![("x".into(), AggOutput::Key(0))],
+        visible: 1,
+        order: OrderLimit::default(),
+    };
+    let (batches, mut profile) = execute(&groups, settings, pool, query)?;
+    // NULL is one group of the GROUP BY; COUNT(DISTINCT) skips it.
+    let n: usize = batches.iter().map(|b| b.num_rows() - b.column(0).null_count()).sum();
+    let count: ArrayRef = Arc::new(arrow::array::Int64Array::from(vec![n as i64]));
+    let out = one_group_output(plan, &vec![count; plan.aggs.len()])?;
+    profile.groups = 1;
+    Ok(Some((out, profile)))
+}
+
+/// The answer of a key-less aggregation from its aggregates' values (`values[j]` one row,
+/// aggregate `j`): output columns, projections, HAVING, ORDER BY / LIMIT.
+fn one_group_output(plan: &AggregatePlan, values: &[ArrayRef]) -> Result<RecordBatch> {
+    let mut cols: Vec<Option<ArrayRef>> = Vec::with_capacity(plan.output.len());
+    for (_, o) in &plan.output {
+        cols.push(match o {
+            AggOutput::Agg(j) => Some(values[*j].clone()),
+            AggOutput::Expr(_) => None,
+            AggOutput::Key(_) => return Err(Error::internal("group key without GROUP BY")),
+        });
+    }
+    let base = cols.clone();
+    for (c, (_, o)) in cols.iter_mut().zip(&plan.output) {
+        if let AggOutput::Expr(p) = o {
+            *c = Some(evaluate_expr(&plan.projections[*p], &base, 1)?);
+        }
+    }
+    let cols: Vec<ArrayRef> = cols.into_iter().map(|c| c.expect("every output computed")).collect();
+    let fields: Vec<Field> =
+        plan.output.iter().zip(&cols).map(|((name, _), c)| Field::new(name, c.data_type().clone(), true)).collect();
+    let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)?;
+    order_and_limit(apply_having(batch, plan.having.as_ref())?, &plan.order, plan.visible)
 }
 
 /// Runs an aggregation plan, reading the table a morsel at a time.
@@ -256,6 +297,9 @@ pub(crate) fn execute(
     query: &QueryContext,
 ) -> Result<(Vec<RecordBatch>, Profile)> {
     if let Some((batch, profile)) = from_metadata(plan)? {
+        return Ok((vec![batch], profile));
+    }
+    if let Some((batch, profile)) = distinct_as_groups(plan, settings, pool, query)? {
         return Ok((vec![batch], profile));
     }
     let plan = &with_key_tiebreak(plan);
