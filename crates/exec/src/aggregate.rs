@@ -476,10 +476,17 @@ where
                 0
             };
             let mut add = || -> Result<()> {
-                extract(&key_arrays, sel, n, &mut w.keys);
-                K::hash_batch(&w.keys, ctx.kern, &mut w.hashes);
                 let owned = ctx.agg_inputs(&mcols, len, sel)?;
                 let inputs: Vec<Option<&ArrayRef>> = owned.iter().map(|a| a.as_ref()).collect();
+                if plan.keys.is_empty() {
+                    let unit = extract_unit(&extract);
+                    K::hash_batch(std::slice::from_ref(&unit), ctx.kern, &mut w.hashes);
+                    if w.table.add_unit(&unit, w.hashes[0], &inputs, sel, n, ctx.kern, &mut w.scratch)? {
+                        return ctx.query.resize(&mut w.accounted, w.table.memory_size(), w.table.operator());
+                    }
+                }
+                extract(&key_arrays, sel, n, &mut w.keys);
+                K::hash_batch(&w.keys, ctx.kern, &mut w.hashes);
                 // A worker may take any share of the morsels: reserve for all rows not yet
                 // seen (an upper bound; capacity never touched costs address space only).
                 let mut expect = total_rows.saturating_sub(w.rows_in - n);

@@ -35,6 +35,7 @@ use crate::context::QueryContext;
 use crate::hashtable::{GroupTable, PARTITIONS, partition_of};
 use crate::keys::{GroupKey, KeyArena};
 use crate::spill::{Dec, Enc, Run, SpillFile, corrupt};
+use tessera_kernels::Kernels;
 
 /// Aggregate input values of scattered rows, in their native width (dates as Int32 days,
 /// timestamps as Int64 seconds: the accumulators keep the logical type).
@@ -454,6 +455,37 @@ impl<K: GroupKey> Partial<K> {
         for p in parts {
             p.shrink_to(per_part);
         }
+    }
+
+    /// Adds the selected rows of a morsel (`sel`, or all `rows`) to the one group of a
+    /// key-less aggregation (`key` the unit key, `hash` its hash): no key per row and no
+    /// probe; each aggregate takes the kernels of [`Accumulator::update_one`] where it can,
+    /// else [`Accumulator::update`]. Returns `false`, adding nothing, unless this is a
+    /// single-level table (the forced two-level path keeps the general route).
+    #[allow(clippy::too_many_arguments)] // reason: `add`'s inputs plus the unit key and the kernels
+    pub(crate) fn add_unit(
+        &mut self,
+        key: &K,
+        hash: u64,
+        inputs: &[Option<&ArrayRef>],
+        sel: Option<&[u32]>,
+        rows: usize,
+        kern: &Kernels,
+        scratch: &mut Scratch,
+    ) -> Result<bool> {
+        let Partial::Single(t) = self else { return Ok(false) };
+        let arena = &mut scratch.arena;
+        // SAFETY: the worker's arena outlives its tables (`aggregate::run`).
+        let g = t.find_or_insert_with(key, hash, |k| unsafe { k.persist(arena) });
+        t.sync_accs();
+        for (acc, input) in t.accs.iter_mut().zip(inputs) {
+            if !acc.update_one(g as usize, *input, sel, rows, kern) {
+                scratch.gids.clear();
+                scratch.gids.resize(rows, g);
+                acc.update(&scratch.gids, *input, sel)?;
+            }
+        }
+        Ok(true)
     }
 
     /// Adds the selected rows of a morsel: `keys[i]`/`hashes[i]` belong to input row
