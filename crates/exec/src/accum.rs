@@ -728,6 +728,12 @@ impl Accumulator {
         }
     }
 
+    /// The per-group values of COUNT / COUNT(*) (never NULL), as [`Accumulator::value`]
+    /// gives them one by one; `None` for the other aggregates.
+    pub(crate) fn counts(&self) -> Option<&[i64]> {
+        matches!(self.func, AggFunc::Count | AggFunc::CountStar).then_some(self.count.as_slice())
+    }
+
     fn distinct_len(&self, g: usize) -> usize {
         match &self.distinct {
             Some(Distinct::Fixed(v)) => v[g].len(),

@@ -794,6 +794,12 @@ fn select_groups<'k, K: GroupKey>(
     query.grow(limit.min(t.len()) * entry, "ORDER BY ... LIMIT top-N buffer")?;
     let keys = &order.order_by;
     let val = |g: u32, k: &SortKey| sort_value(t, g, plan.output[k.output].1, decode);
+    // ORDER BY COUNT(..) first (Q33, Q34, Q19): the threshold check reads the counts as
+    // integers, not through a sort value per group.
+    let first_counts = match plan.output[keys[0].output].1 {
+        AggOutput::Agg(j) => t.accs[j].counts(),
+        _ => None,
+    };
     // `best` is sorted best-first and holds at most `limit` candidates.
     let mut best: Vec<(Vec<OrdVal<'k>>, u32)> = Vec::with_capacity(limit + 1);
     for g in 0..t.len() as u32 {
@@ -807,6 +813,13 @@ fn select_groups<'k, K: GroupKey>(
             // Threshold check against the worst kept candidate, key by key, without
             // materialising this group's sort values (most groups stop at the first key).
             let worst = &best[limit - 1].0;
+            if let (Some(c), OrdVal::Int(w)) = (first_counts, &worst[0]) {
+                let v = i128::from(c[g as usize]);
+                let ord = if keys[0].descending { w.cmp(&v) } else { v.cmp(w) };
+                if ord.is_gt() {
+                    continue;
+                }
+            }
             let mut ord = std::cmp::Ordering::Equal;
             for (k, w) in keys.iter().zip(worst) {
                 ord = cmp_key(&val(g, k), w, k);
