@@ -589,7 +589,7 @@ impl Expr {
     /// [`Error::NotImplemented`] for an unknown function; [`Error::Plan`] for a wrong number
     /// of arguments or a non-constant argument that must be constant (pattern, unit);
     /// [`Error::TypeMismatch`] for wrong argument types; [`Error::InvalidArgument`] for an
-    /// invalid regex or unit.
+    /// invalid regex or unit, or a replacement naming a group the pattern does not have.
     pub fn function(name: &str, mut args: Vec<Expr>) -> Result<Expr> {
         let lower = name.to_ascii_lowercase();
         let arity = |n: usize, args: &[Expr]| -> Result<()> {

@@ -31,8 +31,9 @@ use tessera_common::{Error, Result};
 #[derive(Debug, Clone)]
 pub struct Pattern {
     source: String,
-    text: Compiled,
-    bytes: Compiled,
+    // Boxed: the engines are large, and a pattern sits inside every `Expr` that has one.
+    text: Box<Compiled>,
+    bytes: Box<Compiled>,
 }
 
 impl PartialEq for Pattern {
@@ -85,8 +86,8 @@ impl Pattern {
     pub fn new(source: &str) -> Result<Pattern> {
         Ok(Pattern {
             source: source.to_string(),
-            text: Compiled::new(source, true)?,
-            bytes: Compiled::new(source, false)?,
+            text: Box::new(Compiled::new(source, true)?),
+            bytes: Box::new(Compiled::new(source, false)?),
         })
     }
 
