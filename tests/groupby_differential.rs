@@ -119,10 +119,15 @@ fn group_by_matches_naive_hashmap() {
         let forced_two_level = rng.below(2) == 0;
         let forced_serialized = rng.below(4) == 0;
         let chunk = 1 + rng.below(20_000) as usize;
+        // A 64-group two-level threshold with 3 rows in 4 on 8 hot keys: the frozen
+        // pre-aggregation table is probed and hit before rows are scattered.
+        let small_threshold = !forced_two_level && rng.below(2) == 0;
 
         // One id per row and key; keys are functions of a shared group id so that the
         // number of groups is about `card` whatever the key count.
-        let gids: Vec<u64> = (0..rows).map(|_| rng.below(card)).collect();
+        let gids: Vec<u64> = (0..rows)
+            .map(|_| if small_threshold && rng.below(4) != 0 { rng.below(card.min(8)) } else { rng.below(card) })
+            .collect();
         let mut fields = Vec::new();
         let mut arrays = Vec::new();
         let mut texts = Vec::new();
@@ -166,9 +171,18 @@ fn group_by_matches_naive_hashmap() {
         );
         let mut s = Settings::default();
         s.max_threads = threads;
-        s.group_by_two_level_threshold = if forced_two_level { 0 } else { 100_000 };
+        s.group_by_two_level_threshold = if forced_two_level {
+            0
+        } else if small_threshold {
+            64
+        } else {
+            100_000
+        };
         s.group_by_force_serialized = forced_serialized;
-        let ctx = format!("case {case}: rows={rows} card={card} types={types:?} threads={threads} two_level={forced_two_level} serialized={forced_serialized}");
+        let ctx = format!(
+            "case {case}: rows={rows} card={card} types={types:?} threads={threads} two_level={forced_two_level} \
+             serialized={forced_serialized} small_threshold={small_threshold}"
+        );
         let (out, profile) = db.sql_profiled(&sql, Some(&s)).unwrap_or_else(|e| panic!("{ctx}: {e}"));
         let b = &out[0];
         assert_eq!(b.num_rows(), naive.len(), "{ctx}: group count");

@@ -126,6 +126,27 @@ impl<K: GroupKey> GroupTable<K> {
         gid
     }
 
+    /// The group id of `key` (whose hash is `h`), if the table holds it.
+    #[inline]
+    pub(crate) fn find(&self, key: &K, h: u64) -> Option<u32> {
+        let mask = self.slots.len() - 1;
+        let tag = h >> 32;
+        let mut i = h as usize & mask;
+        loop {
+            let s = self.slots[i];
+            if s == 0 {
+                return None;
+            }
+            if s >> 32 == tag {
+                let gid = (s as u32) - 1;
+                if self.keys[gid as usize].key_eq(key) {
+                    return Some(gid);
+                }
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
     /// Inserts a key known to be absent (merging into an empty table).
     #[inline]
     pub(crate) fn insert_new(&mut self, key: K, h: u64) -> u32 {

@@ -289,7 +289,9 @@ pub(crate) enum Partial<K> {
     /// A frozen pre-aggregation table plus raw rows per radix partition. After the first
     /// [`Partial::flush`], `flushed` holds one table per radix partition (the frozen table's
     /// groups and the flushed rows) and `frozen` is empty.
-    Scatter { frozen: GroupTable<K>, parts: Vec<Scattered<K>>, flushed: Vec<GroupTable<K>> },
+    /// While `probe`, a row whose key the frozen table holds updates it there and only the
+    /// other rows are scattered (see [`Partial::add`]).
+    Scatter { frozen: GroupTable<K>, parts: Vec<Scattered<K>>, flushed: Vec<GroupTable<K>>, probe: bool },
 }
 
 impl<K: GroupKey> Partial<K> {
@@ -298,7 +300,7 @@ impl<K: GroupKey> Partial<K> {
         match self {
             Partial::Single(t) => t.len() == 0,
             Partial::Two(parts) => parts.iter().all(|t| t.len() == 0),
-            Partial::Scatter { frozen, parts, flushed } => {
+            Partial::Scatter { frozen, parts, flushed, .. } => {
                 frozen.len() == 0 && parts.iter().all(|p| p.len() == 0) && flushed.iter().all(|t| t.len() == 0)
             }
         }
@@ -309,7 +311,7 @@ impl<K: GroupKey> Partial<K> {
         match self {
             Partial::Single(t) => t.len(),
             Partial::Two(parts) => parts.iter().map(|t| t.len()).sum(),
-            Partial::Scatter { frozen, parts, flushed } => {
+            Partial::Scatter { frozen, parts, flushed, .. } => {
                 frozen.len() + parts.iter().map(|p| p.len()).sum::<usize>() + flushed.iter().map(|t| t.len()).sum::<usize>()
             }
         }
@@ -320,7 +322,7 @@ impl<K: GroupKey> Partial<K> {
         match self {
             Partial::Single(t) => t.memory_size(),
             Partial::Two(parts) => parts.iter().map(|t| t.memory_size()).sum(),
-            Partial::Scatter { frozen, parts, flushed } => {
+            Partial::Scatter { frozen, parts, flushed, .. } => {
                 frozen.memory_size()
                     + parts.iter().map(|p| p.memory_size()).sum::<usize>()
                     + flushed.iter().map(|t| t.memory_size()).sum::<usize>()
@@ -361,7 +363,7 @@ impl<K: GroupKey> Partial<K> {
                     vals: inputs.iter().map(|i| RawVals::empty_like(*i, per_part)).collect(),
                 })
                 .collect();
-            Partial::Scatter { frozen: t, parts, flushed: Vec::new() }
+            Partial::Scatter { frozen: t, parts, flushed: Vec::new(), probe: true }
         } else {
             Partial::Two(t.split(new_accs))
         };
@@ -385,7 +387,7 @@ impl<K: GroupKey> Partial<K> {
         new_accs: &impl Fn() -> Vec<Accumulator>,
         gids: &mut Vec<u32>,
     ) -> Result<()> {
-        let Partial::Scatter { frozen, parts, flushed } = self else { return Ok(()) };
+        let Partial::Scatter { frozen, parts, flushed, .. } = self else { return Ok(()) };
         if flushed.is_empty() {
             *flushed = std::mem::replace(frozen, GroupTable::new(new_accs(), 0)).split(new_accs);
         }
@@ -434,7 +436,7 @@ impl<K: GroupKey> Partial<K> {
                     table(p, &std::mem::replace(t, empty()), None)?;
                 }
             }
-            Partial::Scatter { frozen, parts, flushed } => {
+            Partial::Scatter { frozen, parts, flushed, .. } => {
                 // The frozen table is small (at most the two-level threshold's groups).
                 let tables =
                     if flushed.is_empty() { std::mem::replace(frozen, empty()).split(new_accs) } else { std::mem::take(flushed) };
@@ -537,6 +539,46 @@ impl<K: GroupKey> Partial<K> {
                     }
                 }
             }
+            Partial::Scatter { frozen, parts, probe, .. } if *probe && frozen.len() > 0 => {
+                // Pre-aggregation against the frozen table (at most the two-level
+                // threshold's groups: cache-sized): rows of keys it holds update it, the
+                // rest are scattered. Keys that repeat (Q6's empty SearchPhrase: ~80% of the
+                // rows) then cost no radix buffer, no retained morsel and no final-phase
+                // work. A worker stops probing once fewer than half of a morsel's rows
+                // hit (near-unique keys: Q33's WatchID), as DuckDB turns pre-aggregation off.
+                scratch.gids.clear();
+                scratch.rows.clear();
+                scratch.pids.clear();
+                scratch.misses.clear();
+                let n = keys.len();
+                for (i, (k, &h)) in keys.drain(..).zip(hashes).enumerate() {
+                    let row = sel.map_or(i as u32, |s| s[i]);
+                    if let Some(g) = frozen.find(&k, h) {
+                        scratch.gids.push(g);
+                        scratch.rows.push(row);
+                    } else {
+                        let p = partition_of(h);
+                        scratch.pids.push(p as u8);
+                        scratch.misses.push(row);
+                        let part = &mut parts[p];
+                        part.key_heap += k.heap_bytes();
+                        // Borrowed keys point into the morsel, kept as below.
+                        part.keys.push(k);
+                        part.hashes.push(h);
+                    }
+                }
+                if !scratch.gids.is_empty() {
+                    for (acc, input) in frozen.accs.iter_mut().zip(inputs) {
+                        acc.update(&scratch.gids, *input, Some(&scratch.rows))?;
+                    }
+                }
+                if scratch.gids.len() * 2 < n {
+                    *probe = false;
+                }
+                for (a, input) in inputs.iter().enumerate() {
+                    RawVals::gather(*input, Some(&scratch.misses))?.scatter(&scratch.pids, parts, a);
+                }
+            }
             Partial::Scatter { parts, .. } => {
                 scratch.pids.clear();
                 scratch.pids.extend(hashes.iter().map(|&h| partition_of(h) as u8));
@@ -567,6 +609,8 @@ pub(crate) struct Scratch {
     /// Radix partition of each selected row (scatter).
     pids: Vec<u8>,
     rows: Vec<u32>,
+    /// Input rows of the scattered rows when some rows hit the frozen table.
+    misses: Vec<u32>,
     buckets: Vec<Vec<u32>>,
 }
 
@@ -637,7 +681,7 @@ pub(crate) fn finalize_partitioned<K: GroupKey, R: Send>(
         .map(|p| match p {
             Partial::Single(t) => (t.split(new_accs), None),
             Partial::Two(parts) => (parts, None),
-            Partial::Scatter { frozen, parts, flushed } if !flushed.is_empty() => {
+            Partial::Scatter { frozen, parts, flushed, .. } if !flushed.is_empty() => {
                 debug_assert_eq!(frozen.len(), 0);
                 (flushed, Some(parts))
             }
