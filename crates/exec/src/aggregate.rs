@@ -673,7 +673,10 @@ where
         }
         let keep: Vec<usize> = (0..plan.visible).collect();
         let (order_by, offset, limit) = (&plan.order.order_by, plan.order.offset, plan.order.limit);
-        let out = crate::sort::merge(&schema, std::slice::from_ref(&sort_spill), memory, order_by, offset, limit, &keep, ctx.query)?;
+        let out = crate::sort::merge(
+            crate::sort::Merge { schema: &schema, spills: std::slice::from_ref(&sort_spill), memory, order_by, offset, limit, keep: &keep },
+            ctx.query,
+        )?;
         return Ok((out, profile(&sort_spill)));
     }
     let batch = concat_batches(&schema, &batches)?;

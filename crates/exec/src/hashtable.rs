@@ -99,22 +99,10 @@ impl<K: GroupKey> GroupTable<K> {
     /// borrows the input stores its arena copy, [`GroupKey::persist`]).
     #[inline]
     pub(crate) fn find_or_insert_with(&mut self, key: &K, h: u64, store: impl FnOnce(&K) -> K) -> u32 {
-        let mask = self.slots.len() - 1;
-        let tag = h >> 32;
-        let mut i = h as usize & mask;
-        loop {
-            let s = self.slots[i];
-            if s == 0 {
-                break;
-            }
-            if s >> 32 == tag {
-                let gid = (s as u32) - 1;
-                if self.keys[gid as usize].key_eq(key) {
-                    return gid;
-                }
-            }
-            i = (i + 1) & mask;
-        }
+        let i = match self.probe(key, h) {
+            Ok(gid) => return gid,
+            Err(empty) => empty,
+        };
         let gid = self.keys.len() as u32;
         self.slots[i] = slot_word(h, gid);
         self.key_heap += key.heap_bytes();
@@ -129,18 +117,25 @@ impl<K: GroupKey> GroupTable<K> {
     /// The group id of `key` (whose hash is `h`), if the table holds it.
     #[inline]
     pub(crate) fn find(&self, key: &K, h: u64) -> Option<u32> {
+        self.probe(key, h).ok()
+    }
+
+    /// Linear probing from `h`'s home slot: `Ok(group id)` of `key`, or `Err(slot)` of the
+    /// empty slot where it would go. Slots compare the hash's top 32 bits before the key.
+    #[inline(always)]
+    fn probe(&self, key: &K, h: u64) -> std::result::Result<u32, usize> {
         let mask = self.slots.len() - 1;
         let tag = h >> 32;
         let mut i = h as usize & mask;
         loop {
             let s = self.slots[i];
             if s == 0 {
-                return None;
+                return Err(i);
             }
             if s >> 32 == tag {
                 let gid = (s as u32) - 1;
                 if self.keys[gid as usize].key_eq(key) {
-                    return Some(gid);
+                    return Ok(gid);
                 }
             }
             i = (i + 1) & mask;

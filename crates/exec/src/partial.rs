@@ -193,6 +193,19 @@ impl<K> Scattered<K> {
         self.keys.len()
     }
 
+    /// Appends a row's key and hash (its aggregate inputs go through [`RawVals::scatter`]).
+    /// A borrowed key points into its morsel, which the aggregation keeps until the row is
+    /// flushed ([`Partial::flush`]) or final.
+    #[inline]
+    fn push(&mut self, k: K, h: u64)
+    where
+        K: GroupKey,
+    {
+        self.key_heap += k.heap_bytes();
+        self.keys.push(k);
+        self.hashes.push(h);
+    }
+
     /// Appends the rows to a spill buffer (a rows run, tag [`ROWS_RUN`]) and clears them,
     /// keeping the buffers' capacity.
     fn encode_and_clear(&mut self, out: &mut Vec<u8>)
@@ -560,11 +573,7 @@ impl<K: GroupKey> Partial<K> {
                         let p = partition_of(h);
                         scratch.pids.push(p as u8);
                         scratch.misses.push(row);
-                        let part = &mut parts[p];
-                        part.key_heap += k.heap_bytes();
-                        // Borrowed keys point into the morsel, kept as below.
-                        part.keys.push(k);
-                        part.hashes.push(h);
+                        parts[p].push(k, h);
                     }
                 }
                 if !scratch.gids.is_empty() {
@@ -583,12 +592,7 @@ impl<K: GroupKey> Partial<K> {
                 scratch.pids.clear();
                 scratch.pids.extend(hashes.iter().map(|&h| partition_of(h) as u8));
                 for ((k, &h), &p) in keys.drain(..).zip(hashes).zip(&scratch.pids) {
-                    let part = &mut parts[p as usize];
-                    part.key_heap += k.heap_bytes();
-                    // Borrowed keys point into the morsel, which the aggregation keeps
-                    // until these rows are flushed ([`Partial::flush`]) or final.
-                    part.keys.push(k);
-                    part.hashes.push(h);
+                    parts[p as usize].push(k, h);
                 }
                 for (a, input) in inputs.iter().enumerate() {
                     RawVals::gather(*input, sel)?.scatter(&scratch.pids, parts, a);

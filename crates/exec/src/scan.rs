@@ -229,7 +229,10 @@ fn run(
                     && run_rows > w.saturating_mul(2)
                 {
                     let all: Vec<usize> = (0..all_cols).collect();
-                    let best = sort::merge(&schema, &[], std::mem::take(runs), &local.order_by, 0, Some(w), &all, query)?;
+                    let best = sort::merge(
+                        sort::Merge { schema: &schema, spills: &[], memory: std::mem::take(runs), order_by: &local.order_by, offset: 0, limit: Some(w), keep: &all },
+                        query,
+                    )?;
                     *runs_bytes = best.iter().map(RecordBatch::get_array_memory_size).sum();
                     // The merge left its output accounted; the worker accounts it below.
                     query.shrink(*runs_bytes);
@@ -262,7 +265,10 @@ fn run(
             memory.push(sorted_run(w.kept, &local)?);
             spills.push(w.spill);
         }
-        let out = sort::merge(&schema, &spills, memory, &order.order_by, order.offset, order.limit, &keep, query)?;
+        let out = sort::merge(
+            sort::Merge { schema: &schema, spills: &spills, memory, order_by: &order.order_by, offset: order.offset, limit: order.limit, keep: &keep },
+            query,
+        )?;
         let (spilled_runs, spilled_bytes) =
             spills.iter().map(SortSpill::runs_and_bytes).fold((0, 0), |(r, b), (r2, b2)| (r + r2, b + b2));
         let spills = spills.iter().map(|s| s.spills).sum();

@@ -268,7 +268,8 @@ impl SortSpill {
         let mut compact = SortSpill::default();
         let old = std::slice::from_ref(&*self);
         compact.write_blocks(settings, query, |emit| {
-            merge_into(schema, old, Vec::new(), order_by, 0, Some(want), &all, query, &mut |b| {
+            let m = Merge { schema, spills: old, memory: Vec::new(), order_by, offset: 0, limit: Some(want), keep: &all };
+            merge_into(m, query, &mut |b| {
                 emit(b)?;
                 Ok(0)
             })
@@ -351,29 +352,31 @@ struct RunCursor<'a> {
     len: usize,
 }
 
-/// Merges sorted runs into the answer: every worker's disk runs (`spills`) and in-memory
+/// The input and shape of a merge: every worker's disk runs (`spills`) and in-memory
 /// sorted runs (`memory`, each a list of batches in order), all with `schema`, ordered by
-/// `order_by` (whose last key makes rows unique, or ties go by run), skipping `offset` rows
-/// and keeping at most `limit`; returns batches of the columns `keep`. The held blocks are
-/// accounted in `query` while the merge runs; the answer's bytes stay accounted when it
-/// returns (a caller that keeps the answer as working state shrinks them).
+/// `order_by` (whose last key makes rows unique, or ties go by run); the answer skips
+/// `offset` rows, keeps at most `limit` and has the columns `keep`.
+pub(crate) struct Merge<'a> {
+    pub(crate) schema: &'a SchemaRef,
+    pub(crate) spills: &'a [SortSpill],
+    pub(crate) memory: Vec<Vec<RecordBatch>>,
+    pub(crate) order_by: &'a [SortKey],
+    pub(crate) offset: usize,
+    pub(crate) limit: Option<usize>,
+    pub(crate) keep: &'a [usize],
+}
+
+/// Merges sorted runs into the answer (see [`Merge`]). The held blocks are accounted in
+/// `query` while the merge runs; the answer's bytes stay accounted when it returns (a
+/// caller that keeps the answer as working state shrinks them).
 ///
 /// # Errors
 /// Reading or decoding a run ([`tessera_common::Error::Io`], `Corrupt`), Arrow errors,
 /// and [`tessera_common::Error::ResourcesExhausted`] / `Cancelled` from `query`.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn merge(
-    schema: &SchemaRef,
-    spills: &[SortSpill],
-    memory: Vec<Vec<RecordBatch>>,
-    order_by: &[SortKey],
-    offset: usize,
-    limit: Option<usize>,
-    keep: &[usize],
-    query: &QueryContext,
-) -> Result<Vec<RecordBatch>> {
+pub(crate) fn merge(m: Merge<'_>, query: &QueryContext) -> Result<Vec<RecordBatch>> {
+    let (schema, keep) = (m.schema, m.keep);
     let mut out: Vec<RecordBatch> = Vec::new();
-    merge_into(schema, spills, memory, order_by, offset, limit, keep, query, &mut |b| {
+    merge_into(m, query, &mut |b| {
         let bytes = b.get_array_memory_size();
         out.push(b);
         Ok(bytes)
@@ -390,18 +393,12 @@ pub(crate) fn merge(
 ///
 /// # Errors
 /// As [`merge`], and whatever `emit` returns.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn merge_into(
-    schema: &SchemaRef,
-    spills: &[SortSpill],
-    memory: Vec<Vec<RecordBatch>>,
-    order_by: &[SortKey],
-    offset: usize,
-    limit: Option<usize>,
-    keep: &[usize],
+    m: Merge<'_>,
     query: &QueryContext,
     emit: &mut dyn FnMut(RecordBatch) -> Result<usize>,
 ) -> Result<()> {
+    let Merge { schema, spills, memory, order_by, offset, limit, keep } = m;
     let converter = row_converter(schema, order_by)?;
     let mut sources: Vec<Source<'_>> = Vec::new();
     for s in spills {
@@ -605,11 +602,13 @@ mod tests {
         let mut spill = SortSpill::default();
         spill.write_run(&batch, &settings, &query).unwrap();
         let key = [SortKey { output: 0, descending: false, nulls_first: false }];
-        let good = merge(&ints, std::slice::from_ref(&spill), vec![vec![batch]], &key, 1, Some(4), &[0], &query).unwrap();
+        let m = Merge { schema: &ints, spills: std::slice::from_ref(&spill), memory: vec![vec![batch]], order_by: &key, offset: 1, limit: Some(4), keep: &[0] };
+        let good = merge(m, &query).unwrap();
         let got: Vec<i32> = good.iter().flat_map(|b| b.column(0).as_any().downcast_ref::<Int32Array>().unwrap().values().to_vec()).collect();
         assert_eq!(got, vec![1, 2, 2, 3]);
         let strs = Arc::new(Schema::new(vec![Field::new("s", DataType::Utf8, true)]));
-        let e = merge(&strs, &[spill], vec![], &key, 0, None, &[0], &query).unwrap_err();
+        let m = Merge { schema: &strs, spills: &[spill], memory: vec![], order_by: &key, offset: 0, limit: None, keep: &[0] };
+        let e = merge(m, &query).unwrap_err();
         assert!(matches!(e, tessera_common::Error::Corrupt { .. }), "{e}");
     }
 

@@ -371,23 +371,29 @@ mod tests {
         "$1\\",
     ];
 
+    /// `p` (compiled from `source`) replaces like the reference in `t`: first match and all,
+    /// text and bytes engines.
+    fn agrees(p: &Pattern, source: &str, rep: &str, t: &str) {
+        for all in [false, true] {
+            for utf8 in [true, false] {
+                let want = reference(source, rep, all, t, utf8);
+                let got = ours(p, rep, all, t.as_bytes(), utf8);
+                assert!(
+                    got == want,
+                    "{source:?} -> {rep:?} on {t:?}, all {all}, utf8 {utf8}: {:?} != {:?}",
+                    String::from_utf8_lossy(&got),
+                    String::from_utf8_lossy(&want)
+                );
+            }
+        }
+    }
+
     #[test]
     fn replace_equals_the_regex_crate_on_edge_cases() {
         for &(source, rep) in PATTERNS {
             let p = Pattern::new(source).unwrap();
             for &t in TEXTS {
-                for all in [false, true] {
-                    for utf8 in [true, false] {
-                        let want = reference(source, rep, all, t, utf8);
-                        let got = ours(&p, rep, all, t.as_bytes(), utf8);
-                        assert!(
-                            got == want,
-                            "{source:?} -> {rep:?} on {t:?}, all {all}, utf8 {utf8}: {:?} != {:?}",
-                            String::from_utf8_lossy(&got),
-                            String::from_utf8_lossy(&want)
-                        );
-                    }
-                }
+                agrees(&p, source, rep, t);
             }
         }
     }
@@ -408,18 +414,7 @@ mod tests {
             for _ in 0..400 {
                 let len = (next() % 12) as usize;
                 let t: String = (0..len).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]).collect();
-                for all in [false, true] {
-                    for utf8 in [true, false] {
-                        let want = reference(source, rep, all, &t, utf8);
-                        let got = ours(&p, rep, all, t.as_bytes(), utf8);
-                        assert!(
-                            got == want,
-                            "{source:?} -> {rep:?} on {t:?}, all {all}, utf8 {utf8}: {:?} != {:?}",
-                            String::from_utf8_lossy(&got),
-                            String::from_utf8_lossy(&want)
-                        );
-                    }
-                }
+                agrees(&p, source, rep, &t);
             }
         }
     }
