@@ -14,7 +14,7 @@ use std::arch::x86_64::*;
 use crate::scalar::{self, FMIX1, FMIX2, FOLD, SEED0, SEED1};
 use crate::{CmpOp, KernelInt};
 
-crate::portable!("avx2,sse4.2,popcnt"; hash_strs, count, bitmap_to_indices, partition_ids, radix_scatter_u64, sum, min, max);
+family_defaults!(target_feature(enable = "avx2,sse4.2,popcnt"));
 
 /// `a * b` modulo 2^64 per 64-bit lane, from 32-bit multiplies.
 #[inline(always)]
@@ -376,4 +376,47 @@ fn cmp_typed<T: Cmp64>(values: &[T], op: CmpOp, c: T, out: &mut Vec<u64>) {
     if !rest.is_empty() {
         scalar::cmp_scalar(rest, op, c, out);
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Hash-table probe: 32 control bytes a step
+// ---------------------------------------------------------------------------------------
+
+/// 32 control bytes in a `ymm` register.
+#[derive(Clone, Copy)]
+pub(crate) struct Group(__m256i);
+
+// SAFETY: `vpcmpeqb` flags exactly the bytes equal to the tag and `vpmovmskb` moves each
+// byte's top bit to bit i, so both masks are exact (EMPTY is the only byte with its top bit set).
+unsafe impl crate::group::Group for Group {
+    const WIDTH: usize = 32;
+
+    #[inline]
+    #[target_feature(enable = "avx2,sse4.2,popcnt")]
+    unsafe fn load(ctrl: *const u8) -> Self {
+        // SAFETY: 32 readable bytes (the caller's condition 1); `loadu` has no alignment need.
+        Group(unsafe { _mm256_loadu_si256(ctrl.cast()) })
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,sse4.2,popcnt")]
+    unsafe fn match_tag(self, tag: u8) -> crate::group::BitMask {
+        let eq = _mm256_cmpeq_epi8(self.0, _mm256_set1_epi8(tag as i8));
+        crate::group::BitMask::new(_mm256_movemask_epi8(eq) as u32 as u64, 0)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,sse4.2,popcnt")]
+    unsafe fn match_empty(self) -> crate::group::BitMask {
+        crate::group::BitMask::new(_mm256_movemask_epi8(self.0) as u32 as u64, 0)
+    }
+}
+
+/// Runs `task` with this family's [`Group`], compiled with its features.
+///
+/// # Safety
+/// The CPU must have AVX2, SSE4.2 and POPCNT.
+#[target_feature(enable = "avx2,sse4.2,popcnt")]
+pub(crate) unsafe fn with_group<T: crate::group::GroupTask>(task: T) -> T::Output {
+    task.run::<Group>()
 }

@@ -13,7 +13,7 @@ use std::arch::x86_64::*;
 use crate::scalar::{self, FMIX1, FMIX2, FOLD, SEED0, SEED1};
 use crate::{CmpOp, KernelInt};
 
-crate::portable!("avx512f,avx512bw,avx512dq,avx512vl,avx2,sse4.2,popcnt"; count, radix_scatter_u64, sum, min, max);
+family_defaults!(target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,sse4.2,popcnt"));
 pub(crate) use crate::avx2::{contains, hash_strs};
 
 #[inline(always)]
@@ -286,4 +286,46 @@ fn cmp_typed<T: Cmp64>(values: &[T], op: CmpOp, c: T, out: &mut Vec<u64>) {
     if !rest.is_empty() {
         scalar::cmp_scalar(rest, op, c, out);
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Hash-table probe: 64 control bytes a step
+// ---------------------------------------------------------------------------------------
+
+/// 64 control bytes in a `zmm` register.
+#[derive(Clone, Copy)]
+pub(crate) struct Group(__m512i);
+
+// SAFETY: `vpcmpeqb` into a mask register flags exactly the bytes equal to the tag, and
+// `vpmovb2m` exactly those with the top bit set (EMPTY is the only such byte).
+unsafe impl crate::group::Group for Group {
+    const WIDTH: usize = 64;
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,sse4.2,popcnt")]
+    unsafe fn load(ctrl: *const u8) -> Self {
+        // SAFETY: 64 readable bytes (the caller's condition 1); `loadu` has no alignment need.
+        Group(unsafe { _mm512_loadu_si512(ctrl.cast()) })
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,sse4.2,popcnt")]
+    unsafe fn match_tag(self, tag: u8) -> crate::group::BitMask {
+        crate::group::BitMask::new(_mm512_cmpeq_epi8_mask(self.0, _mm512_set1_epi8(tag as i8)), 0)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,sse4.2,popcnt")]
+    unsafe fn match_empty(self) -> crate::group::BitMask {
+        crate::group::BitMask::new(_mm512_movepi8_mask(self.0), 0)
+    }
+}
+
+/// Runs `task` with this family's [`Group`], compiled with its features.
+///
+/// # Safety
+/// The CPU must have AVX-512 F/BW/DQ/VL, AVX2, SSE4.2 and POPCNT.
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,sse4.2,popcnt")]
+pub(crate) unsafe fn with_group<T: crate::group::GroupTask>(task: T) -> T::Output {
+    task.run::<Group>()
 }

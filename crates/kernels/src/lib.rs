@@ -32,6 +32,9 @@
 
 #![warn(missing_docs)]
 
+#[macro_use]
+mod kernel_set;
+pub mod group;
 pub mod scalar;
 
 #[cfg(all(target_arch = "x86_64", tessera_avx2))]
@@ -179,70 +182,13 @@ fn cpu_has(level: SimdLevel) -> bool {
     }
 }
 
-/// Kernels over one integer type `T`, as safe function pointers of one family.
-#[derive(Clone, Copy)]
-pub struct IntKernels<T> {
-    /// [`scalar::cmp_scalar`]: appends the bitmap of `values[i] <op> c`.
-    pub cmp: fn(&[T], CmpOp, T, &mut Vec<u64>),
-    /// [`scalar::sum`]: exact sum of the selected values.
-    pub sum: fn(&[T], Option<&[u64]>) -> i128,
-    /// [`scalar::min`]: minimum of the selected values.
-    pub min: fn(&[T], Option<&[u64]>) -> Option<T>,
-    /// [`scalar::max`]: maximum of the selected values.
-    pub max: fn(&[T], Option<&[u64]>) -> Option<T>,
+/// The scalar family under the names the tables expect: the reference bodies themselves,
+/// with no target features (`unsafe` only to share the families' signatures).
+mod scalar_family {
+    family_defaults!(inline);
 }
 
-/// `contains(offsets, data, needle, out)`: see [`scalar::contains`].
-pub type ContainsFn = fn(&[i32], &[u8], &[u8], &mut Vec<u64>);
-/// `radix_scatter_u64(values, partition ids, out) -> partition starts`: see
-/// [`scalar::radix_scatter_u64`].
-pub type RadixScatterFn = fn(&[u64], &[u8], &mut [u64]) -> [usize; 257];
-
-/// The dispatch table of one family: every kernel as a safe function pointer. The semantics
-/// of each entry (shapes, panics) are those of the [`scalar`] function it names.
-#[derive(Clone, Copy)]
-pub struct Kernels {
-    /// The family these pointers belong to.
-    pub level: SimdLevel,
-    /// [`scalar::hash_u32_batch`].
-    pub hash_u32: fn(&[u32], &mut [u64]),
-    /// [`scalar::hash_u64_batch`].
-    pub hash_u64: fn(&[u64], &mut [u64]),
-    /// [`scalar::hash_u128_batch`].
-    pub hash_u128: fn(&[u128], &mut [u64]),
-    /// [`scalar::hash_strs_batch`].
-    pub hash_strs: fn(&[&[u8]], &mut [u64]),
-    /// [`scalar::str_empty`].
-    pub str_empty: fn(&[i32], bool, &mut Vec<u64>),
-    /// [`scalar::contains`].
-    pub contains: ContainsFn,
-    /// [`scalar::count`].
-    pub count: fn(&[u64], usize) -> usize,
-    /// [`scalar::bitmap_to_indices`].
-    pub bitmap_to_indices: fn(&[u64], usize, &mut Vec<u32>),
-    /// [`scalar::partition_ids`].
-    pub partition_ids: fn(&[u64], u32, &mut [u8]),
-    /// [`scalar::radix_scatter_u64`].
-    pub radix_scatter_u64: RadixScatterFn,
-    /// [`scalar::minute_of_hour`].
-    pub minute_of_hour: fn(&[i64], &mut Vec<u8>),
-    /// Integer kernels for `i8`.
-    pub i8: IntKernels<i8>,
-    /// Integer kernels for `i16`.
-    pub i16: IntKernels<i16>,
-    /// Integer kernels for `i32`.
-    pub i32: IntKernels<i32>,
-    /// Integer kernels for `i64`.
-    pub i64: IntKernels<i64>,
-    /// Integer kernels for `u8`.
-    pub u8: IntKernels<u8>,
-    /// Integer kernels for `u16`.
-    pub u16: IntKernels<u16>,
-    /// Integer kernels for `u32`.
-    pub u32: IntKernels<u32>,
-    /// Integer kernels for `u64`.
-    pub u64: IntKernels<u64>,
-}
+for_each_kernel!(kernel_table_types!());
 
 impl fmt::Debug for Kernels {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -264,25 +210,6 @@ macro_rules! select_int {
     )*};
 }
 select_int!(i8, i16, i32, i64, u8, u16, u32, u64);
-
-/// Builds an [`IntKernels`] from a family module's generic `cmp`/`sum`/`min`/`max`
-/// functions. Used inside the family modules, where the functions are `unsafe` and need
-/// the family's CPU features: the table is only handed out by [`Kernels::for_level`] after
-/// the features were detected.
-macro_rules! int_kernels {
-    ($m:path, $t:ty) => {{
-        use $m as fam;
-        $crate::IntKernels::<$t> {
-            // SAFETY (all four): reachable only through `Kernels::for_level`, which checked
-            // that this CPU has the family's features.
-            cmp: |v, op, c, out| unsafe { fam::cmp::<$t>(v, op, c, out) },
-            sum: |v, s| unsafe { fam::sum::<$t>(v, s) },
-            min: |v, s| unsafe { fam::min::<$t>(v, s) },
-            max: |v, s| unsafe { fam::max::<$t>(v, s) },
-        }
-    }};
-}
-pub(crate) use int_kernels;
 
 /// The body of a family's generic `cmp::<T>`: routes `T` (one of the eight kernel integers,
 /// matched by `TypeId`, a test the compiler folds away) to the family's `cmp_typed::<T>`,
@@ -310,197 +237,6 @@ macro_rules! cmp_by_type {
 #[allow(unused_imports)] // reason: unused when TESSERA_SIMD=scalar compiles no family
 pub(crate) use cmp_by_type;
 
-/// The table of every family module: the same function names in each.
-macro_rules! family_table {
-    ($m:path, $level:expr) => {{
-        use $m as fam;
-        $crate::Kernels {
-            level: $level,
-            // SAFETY (every entry): reachable only through `Kernels::for_level`, which
-            // checked that this CPU has the family's features; lengths are checked inside.
-            hash_u32: |k, o| unsafe { fam::hash_u32(k, o) },
-            hash_u64: |k, o| unsafe { fam::hash_u64(k, o) },
-            hash_u128: |k, o| unsafe { fam::hash_u128(k, o) },
-            hash_strs: |k, o| unsafe { fam::hash_strs(k, o) },
-            str_empty: |off, e, o| unsafe { fam::str_empty(off, e, o) },
-            contains: |off, d, n, o| unsafe { fam::contains(off, d, n, o) },
-            count: |w, n| unsafe { fam::count(w, n) },
-            bitmap_to_indices: |w, n, o| unsafe { fam::bitmap_to_indices(w, n, o) },
-            partition_ids: |h, b, o| unsafe { fam::partition_ids(h, b, o) },
-            radix_scatter_u64: |v, p, o| unsafe { fam::radix_scatter_u64(v, p, o) },
-            minute_of_hour: |t, o| unsafe { fam::minute_of_hour(t, o) },
-            i8: $crate::int_kernels!($m, i8),
-            i16: $crate::int_kernels!($m, i16),
-            i32: $crate::int_kernels!($m, i32),
-            i64: $crate::int_kernels!($m, i64),
-            u8: $crate::int_kernels!($m, u8),
-            u16: $crate::int_kernels!($m, u16),
-            u32: $crate::int_kernels!($m, u32),
-            u64: $crate::int_kernels!($m, u64),
-        }
-    }};
-}
-#[allow(unused_imports)] // reason: used by the family statics, which the macro scoping hides
-pub(crate) use family_table;
-
-/// Defines, inside a family module, `#[target_feature]` wrappers that compile the scalar
-/// bodies for the family's features (LLVM auto-vectorises them with the wider registers)
-/// for every kernel the module does not hand-write. Each entry names the kernel; the macro
-/// knows its signature.
-#[allow(unused_macros)] // reason: unused when TESSERA_SIMD=scalar compiles no family
-macro_rules! portable {
-    ($feat:literal; $($name:ident),* $(,)?) => { $( $crate::portable!(@one $feat $name); )* };
-    (@one $feat:literal hash_u32) => {
-        /// # Safety
-        /// The CPU must have the family's features.
-        #[target_feature(enable = $feat)]
-        pub(crate) unsafe fn hash_u32(k: &[u32], o: &mut [u64]) { $crate::scalar::hash_u32_batch(k, o) }
-    };
-    (@one $feat:literal hash_u64) => {
-        /// # Safety
-        /// The CPU must have the family's features.
-        #[target_feature(enable = $feat)]
-        pub(crate) unsafe fn hash_u64(k: &[u64], o: &mut [u64]) { $crate::scalar::hash_u64_batch(k, o) }
-    };
-    (@one $feat:literal hash_u128) => {
-        /// # Safety
-        /// The CPU must have the family's features.
-        #[target_feature(enable = $feat)]
-        pub(crate) unsafe fn hash_u128(k: &[u128], o: &mut [u64]) { $crate::scalar::hash_u128_batch(k, o) }
-    };
-    (@one $feat:literal hash_strs) => {
-        /// # Safety
-        /// The CPU must have the family's features.
-        #[target_feature(enable = $feat)]
-        pub(crate) unsafe fn hash_strs(k: &[&[u8]], o: &mut [u64]) { $crate::scalar::hash_strs_batch(k, o) }
-    };
-    (@one $feat:literal str_empty) => {
-        /// # Safety
-        /// The CPU must have the family's features.
-        #[target_feature(enable = $feat)]
-        pub(crate) unsafe fn str_empty(off: &[i32], e: bool, o: &mut Vec<u64>) { $crate::scalar::str_empty(off, e, o) }
-    };
-    (@one $feat:literal count) => {
-        /// # Safety
-        /// The CPU must have the family's features.
-        #[target_feature(enable = $feat)]
-        pub(crate) unsafe fn count(w: &[u64], n: usize) -> usize { $crate::scalar::count(w, n) }
-    };
-    (@one $feat:literal bitmap_to_indices) => {
-        /// # Safety
-        /// The CPU must have the family's features.
-        #[target_feature(enable = $feat)]
-        pub(crate) unsafe fn bitmap_to_indices(w: &[u64], n: usize, o: &mut Vec<u32>) {
-            $crate::scalar::bitmap_to_indices(w, n, o)
-        }
-    };
-    (@one $feat:literal partition_ids) => {
-        /// # Safety
-        /// The CPU must have the family's features.
-        #[target_feature(enable = $feat)]
-        pub(crate) unsafe fn partition_ids(h: &[u64], b: u32, o: &mut [u8]) { $crate::scalar::partition_ids(h, b, o) }
-    };
-    (@one $feat:literal radix_scatter_u64) => {
-        /// # Safety
-        /// The CPU must have the family's features.
-        #[target_feature(enable = $feat)]
-        pub(crate) unsafe fn radix_scatter_u64(v: &[u64], p: &[u8], o: &mut [u64]) -> [usize; 257] {
-            $crate::scalar::radix_scatter_u64(v, p, o)
-        }
-    };
-    (@one $feat:literal minute_of_hour) => {
-        /// # Safety
-        /// The CPU must have the family's features.
-        #[target_feature(enable = $feat)]
-        pub(crate) unsafe fn minute_of_hour(t: &[i64], o: &mut Vec<u8>) { $crate::scalar::minute_of_hour(t, o) }
-    };
-    (@one $feat:literal contains) => {
-        /// # Safety
-        /// The CPU must have the family's features.
-        #[target_feature(enable = $feat)]
-        pub(crate) unsafe fn contains(off: &[i32], d: &[u8], n: &[u8], o: &mut Vec<u64>) {
-            $crate::scalar::contains(off, d, n, o)
-        }
-    };
-    (@one $feat:literal cmp) => {
-        /// # Safety
-        /// The CPU must have the family's features.
-        #[target_feature(enable = $feat)]
-        pub(crate) unsafe fn cmp<T: $crate::KernelInt>(v: &[T], op: $crate::CmpOp, c: T, o: &mut Vec<u64>) {
-            $crate::scalar::cmp_scalar(v, op, c, o)
-        }
-    };
-    (@one $feat:literal sum) => {
-        /// # Safety
-        /// The CPU must have the family's features.
-        #[target_feature(enable = $feat)]
-        pub(crate) unsafe fn sum<T: $crate::KernelInt>(v: &[T], s: Option<&[u64]>) -> i128 { $crate::scalar::sum(v, s) }
-    };
-    (@one $feat:literal min) => {
-        /// # Safety
-        /// The CPU must have the family's features.
-        #[target_feature(enable = $feat)]
-        pub(crate) unsafe fn min<T: $crate::KernelInt>(v: &[T], s: Option<&[u64]>) -> Option<T> { $crate::scalar::min(v, s) }
-    };
-    (@one $feat:literal max) => {
-        /// # Safety
-        /// The CPU must have the family's features.
-        #[target_feature(enable = $feat)]
-        pub(crate) unsafe fn max<T: $crate::KernelInt>(v: &[T], s: Option<&[u64]>) -> Option<T> { $crate::scalar::max(v, s) }
-    };
-}
-#[allow(unused_imports)] // reason: unused when TESSERA_SIMD=scalar compiles no family
-pub(crate) use portable;
-
-/// The scalar family's functions under the names the tables expect (safe: no features).
-mod scalar_family {
-    use crate::{CmpOp, KernelInt, scalar};
-    pub(crate) unsafe fn hash_u32(k: &[u32], o: &mut [u64]) {
-        scalar::hash_u32_batch(k, o)
-    }
-    pub(crate) unsafe fn hash_u64(k: &[u64], o: &mut [u64]) {
-        scalar::hash_u64_batch(k, o)
-    }
-    pub(crate) unsafe fn hash_u128(k: &[u128], o: &mut [u64]) {
-        scalar::hash_u128_batch(k, o)
-    }
-    pub(crate) unsafe fn hash_strs(k: &[&[u8]], o: &mut [u64]) {
-        scalar::hash_strs_batch(k, o)
-    }
-    pub(crate) unsafe fn str_empty(off: &[i32], e: bool, o: &mut Vec<u64>) {
-        scalar::str_empty(off, e, o)
-    }
-    pub(crate) unsafe fn contains(off: &[i32], d: &[u8], n: &[u8], o: &mut Vec<u64>) {
-        scalar::contains(off, d, n, o)
-    }
-    pub(crate) unsafe fn count(w: &[u64], n: usize) -> usize {
-        scalar::count(w, n)
-    }
-    pub(crate) unsafe fn bitmap_to_indices(w: &[u64], n: usize, o: &mut Vec<u32>) {
-        scalar::bitmap_to_indices(w, n, o)
-    }
-    pub(crate) unsafe fn partition_ids(h: &[u64], b: u32, o: &mut [u8]) {
-        scalar::partition_ids(h, b, o)
-    }
-    pub(crate) unsafe fn radix_scatter_u64(v: &[u64], p: &[u8], o: &mut [u64]) -> [usize; 257] {
-        scalar::radix_scatter_u64(v, p, o)
-    }
-    pub(crate) unsafe fn minute_of_hour(t: &[i64], o: &mut Vec<u8>) {
-        scalar::minute_of_hour(t, o)
-    }
-    pub(crate) unsafe fn cmp<T: KernelInt>(v: &[T], op: CmpOp, c: T, o: &mut Vec<u64>) {
-        scalar::cmp_scalar(v, op, c, o)
-    }
-    pub(crate) unsafe fn sum<T: KernelInt>(v: &[T], s: Option<&[u64]>) -> i128 {
-        scalar::sum(v, s)
-    }
-    pub(crate) unsafe fn min<T: KernelInt>(v: &[T], s: Option<&[u64]>) -> Option<T> {
-        scalar::min(v, s)
-    }
-    pub(crate) unsafe fn max<T: KernelInt>(v: &[T], s: Option<&[u64]>) -> Option<T> {
-        scalar::max(v, s)
-    }
-}
 
 static SCALAR: Kernels = family_table!(crate::scalar_family, SimdLevel::Scalar);
 #[cfg(all(target_arch = "x86_64", tessera_avx2))]
@@ -585,6 +321,49 @@ impl Kernels {
     pub fn int<T: SelectInt>(&self) -> &IntKernels<T> {
         T::of(self)
     }
+
+    /// Runs `task` with the family's control-byte [`group::Group`], inside a function
+    /// compiled with the family's target features (so the group's compares inline into the
+    /// task's probe loop): the hash-table probe as a family member. Dispatch happens once
+    /// per call; call it once per batch of keys, not per key.
+    pub fn with_group<T: group::GroupTask>(&self, task: T) -> T::Output {
+        // `level` is a public field, so a copied table may name any family: check the CPU
+        // (a cached atomic load) rather than trust it.
+        let level = if cpu_has(self.level) { self.level } else { SimdLevel::Scalar };
+        match level {
+            // SAFETY (every arm): `cpu_has(level)` just found every feature of the family on
+            // this CPU.
+            #[cfg(all(target_arch = "x86_64", tessera_avx2))]
+            SimdLevel::Avx2 => unsafe { avx2::with_group(task) },
+            #[cfg(all(target_arch = "x86_64", tessera_avx512))]
+            SimdLevel::Avx512 => unsafe { avx512::with_group(task) },
+            #[cfg(all(target_arch = "aarch64", tessera_neon))]
+            SimdLevel::Neon => unsafe { neon::with_group(task) },
+            #[cfg(all(target_arch = "aarch64", tessera_sve))]
+            SimdLevel::Sve => unsafe { sve::with_group(task) },
+            _ => task.run::<group::Swar>(),
+        }
+    }
+}
+
+/// Hints the CPU to bring the cache line holding `p` into its caches for a read soon (a
+/// hash-table probe some rows ahead). A hint only: it never faults, whatever the address,
+/// and changes no result; a no-op on architectures without one here.
+#[inline(always)]
+#[allow(unused_unsafe)] // reason: the intrinsic is safe on some toolchains, unsafe on others
+pub fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `prefetcht0` is a hint that never faults; SSE is part of the x86_64 baseline.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast())
+    };
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: `prfm` is a hint that never faults and writes no register or memory.
+    unsafe {
+        std::arch::asm!("prfm pldl1keep, [{p}]", p = in(reg) p, options(nostack, readonly, preserves_flags))
+    };
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    let _ = p;
 }
 
 /// Facts fixed at build time: version, git hash, target arch and the SIMD families compiled.

@@ -14,7 +14,7 @@ use std::arch::aarch64::*;
 use crate::scalar::{self, FMIX1, FMIX2, FOLD, SEED0, SEED1};
 use crate::{CmpOp, KernelInt};
 
-crate::portable!("neon"; hash_strs, count, bitmap_to_indices, partition_ids, radix_scatter_u64, minute_of_hour, contains, sum, min, max);
+family_defaults!(target_feature(enable = "neon"));
 
 /// `a * b` modulo 2^64 per 64-bit lane, from 32-bit multiplies.
 #[inline(always)]
@@ -276,4 +276,57 @@ pub(crate) unsafe fn str_empty(offsets: &[i32], want_empty: bool, out: &mut Vec<
     if start < n {
         scalar::str_empty(&offsets[start..], want_empty, out);
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Hash-table probe: 16 control bytes a step
+// ---------------------------------------------------------------------------------------
+
+/// 16 control bytes in a `q` register.
+#[derive(Clone, Copy)]
+pub(crate) struct Group(uint8x16_t);
+
+/// NEON has no movemask: `shrn` narrows each 16-bit lane of a byte-compare result by 4,
+/// leaving 4 bits a byte in a `u64` (folly F14, zstd); one bit of each nibble is kept.
+#[inline]
+#[target_feature(enable = "neon")]
+fn nibble_mask(eq: uint8x16_t) -> crate::group::BitMask {
+    let narrowed = vshrn_n_u16::<4>(vreinterpretq_u16_u8(eq));
+    let bits = vget_lane_u64::<0>(vreinterpret_u64_u8(narrowed));
+    crate::group::BitMask::new(bits & 0x8888_8888_8888_8888, 2)
+}
+
+// SAFETY: `cmeq` flags exactly the bytes equal to the tag (0xff) and `cmlt #0` exactly those
+// with the top bit set (EMPTY is the only such byte); `nibble_mask` keeps bit 4i + 3 of
+// slot i, set iff the byte was 0xff.
+unsafe impl crate::group::Group for Group {
+    const WIDTH: usize = 16;
+
+    #[inline]
+    #[target_feature(enable = "neon")]
+    unsafe fn load(ctrl: *const u8) -> Self {
+        // SAFETY: 16 readable bytes (the caller's condition 1); `ld1` has no alignment need.
+        Group(unsafe { vld1q_u8(ctrl) })
+    }
+
+    #[inline]
+    #[target_feature(enable = "neon")]
+    unsafe fn match_tag(self, tag: u8) -> crate::group::BitMask {
+        nibble_mask(vceqq_u8(self.0, vdupq_n_u8(tag)))
+    }
+
+    #[inline]
+    #[target_feature(enable = "neon")]
+    unsafe fn match_empty(self) -> crate::group::BitMask {
+        nibble_mask(vreinterpretq_u8_s8(vshrq_n_s8::<7>(vreinterpretq_s8_u8(self.0))))
+    }
+}
+
+/// Runs `task` with this family's [`Group`], compiled with its features.
+///
+/// # Safety
+/// The CPU must have NEON.
+#[target_feature(enable = "neon")]
+pub(crate) unsafe fn with_group<T: crate::group::GroupTask>(task: T) -> T::Output {
+    task.run::<Group>()
 }

@@ -17,7 +17,7 @@ use std::arch::asm;
 
 use crate::scalar::{FMIX1, FMIX2, FOLD, SEED0, SEED1};
 
-crate::portable!("sve,neon"; count, bitmap_to_indices, partition_ids, radix_scatter_u64, minute_of_hour, contains, sum, min, max);
+family_defaults!(target_feature(enable = "sve,neon"));
 pub(crate) use crate::neon::{cmp, hash_strs, str_empty};
 
 /// `hash_u64` and `hash_u32`: the same loop, differing only in the load that brings the keys
@@ -134,4 +134,109 @@ pub(crate) unsafe fn hash_u128(keys: &[u128], out: &mut [u64]) {
             options(nostack),
         );
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Hash-table probe: 64 control bytes a step, in steps of the vector length
+// ---------------------------------------------------------------------------------------
+
+/// 64 control bytes starting at a pointer. SVE registers cannot be held in Rust values, so
+/// each compare loads the bytes itself: `min(VL, 64)` bytes per `ld1b` under a `whilelo`
+/// predicate (one step at 512 bits and more, four at 128), compared into a predicate that
+/// `str` writes out as one bit per byte.
+#[derive(Clone, Copy)]
+pub(crate) struct Group(*const u8);
+
+impl Group {
+    /// Bit i set where byte i of the group satisfies the compare `cmp` (an SVE instruction
+    /// writing p1 from z0 under p0, with the tag in z1).
+    #[inline]
+    #[target_feature(enable = "sve,neon")]
+    unsafe fn matches<const EMPTIES: bool>(self, tag: u8) -> u64 {
+        let mut bits = 0u64;
+        let mut off = 0usize;
+        while off < crate::group::MAX_WIDTH {
+            // A predicate register is VL/8 bytes, at most 256 (2048-bit vectors).
+            let mut pred = [0u8; 32];
+            let mut vl: usize;
+            // SAFETY: p0 = whilelo(off, MAX_WIDTH) activates lanes off..min(off + VL, 64)
+            // only, so the predicated load reads inside the 64 bytes the caller vouched for
+            // (`load`'s condition 1); `str p1` writes VL/8 <= 32 bytes into `pred`; the asm
+            // clobbers only the registers listed.
+            unsafe {
+                if EMPTIES {
+                    asm!(
+                        "whilelo p0.b, {off}, {end}",
+                        "ld1b {{z0.b}}, p0/z, [{base}, {off}]",
+                        "cmplt p1.b, p0/z, z0.b, #0",
+                        "str p1, [{buf}]",
+                        "cntb {vl}",
+                        off = in(reg) off,
+                        end = in(reg) crate::group::MAX_WIDTH,
+                        base = in(reg) self.0,
+                        buf = in(reg) pred.as_mut_ptr(),
+                        vl = out(reg) vl,
+                        out("v0") _, out("p0") _, out("p1") _,
+                        options(nostack),
+                    );
+                } else {
+                    asm!(
+                        "whilelo p0.b, {off}, {end}",
+                        "ld1b {{z0.b}}, p0/z, [{base}, {off}]",
+                        "dup z1.b, {tag:w}",
+                        "cmpeq p1.b, p0/z, z0.b, z1.b",
+                        "str p1, [{buf}]",
+                        "cntb {vl}",
+                        off = in(reg) off,
+                        end = in(reg) crate::group::MAX_WIDTH,
+                        base = in(reg) self.0,
+                        tag = in(reg) tag as u32,
+                        buf = in(reg) pred.as_mut_ptr(),
+                        vl = out(reg) vl,
+                        out("v0") _, out("v1") _, out("p0") _, out("p1") _,
+                        options(nostack),
+                    );
+                }
+            }
+            // Lanes past the 64th are inactive, so their predicate bits are zero.
+            bits |= u64::from_le_bytes(pred[..8].try_into().expect("8 bytes")) << off;
+            off += vl;
+        }
+        bits
+    }
+}
+
+// SAFETY: `cmpeq` flags exactly the bytes equal to the tag and `cmplt #0` exactly those
+// with the top bit set (EMPTY is the only such byte); predicate bit i is byte lane i.
+unsafe impl crate::group::Group for Group {
+    const WIDTH: usize = crate::group::MAX_WIDTH;
+
+    #[inline]
+    #[target_feature(enable = "sve,neon")]
+    unsafe fn load(ctrl: *const u8) -> Self {
+        Group(ctrl)
+    }
+
+    #[inline]
+    #[target_feature(enable = "sve,neon")]
+    unsafe fn match_tag(self, tag: u8) -> crate::group::BitMask {
+        // SAFETY: the caller's conditions of `load` and the features carry over.
+        crate::group::BitMask::new(unsafe { self.matches::<false>(tag) }, 0)
+    }
+
+    #[inline]
+    #[target_feature(enable = "sve,neon")]
+    unsafe fn match_empty(self) -> crate::group::BitMask {
+        // SAFETY: as above.
+        crate::group::BitMask::new(unsafe { self.matches::<true>(0) }, 0)
+    }
+}
+
+/// Runs `task` with this family's [`Group`], compiled with its features.
+///
+/// # Safety
+/// The CPU must have SVE and NEON.
+#[target_feature(enable = "sve,neon")]
+pub(crate) unsafe fn with_group<T: crate::group::GroupTask>(task: T) -> T::Output {
+    task.run::<Group>()
 }
