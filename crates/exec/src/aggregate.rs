@@ -32,7 +32,7 @@ use crate::accum::{Accumulator, OrdVal};
 use crate::context::QueryContext;
 use crate::expr::{Expr, evaluate as evaluate_expr};
 use crate::hashtable::{GroupTable, PARTITIONS};
-use crate::keys::{GroupKey, KeyArena, KeyReader, Layout, choose_layout, key_array};
+use crate::keys::{GroupKey, KeyArena, KeyReader, Layout, TieKey, choose_layout, key_array};
 use crate::morsel::{Input, MorselColumns};
 use crate::partial::{Partial, Scratch, Spilled, finalize_partitioned, scatter_ok};
 use crate::plan::{AggFunc, AggOutput, AggregatePlan, OrderLimit, Plan, ScalarExpr, SortKey};
@@ -69,6 +69,8 @@ struct Ctx<'a> {
     /// The kernel family of this query.
     kern: &'static Kernels,
     query: &'a QueryContext,
+    /// The top-N's tie-break keys read from packed keys (fixed layouts; see [`TieKey`]).
+    tie: Option<TieKey>,
 }
 
 impl Ctx<'_> {
@@ -315,7 +317,20 @@ pub(crate) fn execute(
     let kern = settings.kernels()?;
     let reader = KeyReader { specs, kern, borrow: std::marker::PhantomData };
     let prewhere = Prewhere::new(plan.filter.as_ref(), table.schema());
-    let ctx = Ctx { plan, input: &input, prewhere, other_cols, settings, pool, query, kern };
+    // ORDER BY an aggregate, then group keys only (the tie-break `with_key_tiebreak` adds):
+    // ties on the aggregate compare the keys as one integer of the packed key.
+    let tie = match layout {
+        Layout::Fixed64 | Layout::Fixed128 if plan.order.order_by.len() > 1 => plan.order.order_by[1..]
+            .iter()
+            .map(|k| match plan.output[k.output].1 {
+                AggOutput::Key(i) => Some((i, k.descending)),
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>()
+            .and_then(|keys| TieKey::new(&reader.specs, &keys)),
+        _ => None,
+    };
+    let ctx = Ctx { plan, input: &input, prewhere, other_cols, settings, pool, query, kern, tie };
     let r = &reader;
     let (batches, mut profile) = match layout {
         Layout::Unit => run::<(), _, _>(&ctx, |_, _, n, out| {
@@ -505,7 +520,7 @@ where
                 if threshold == 0 {
                     w.table.grow_up(scatter, expect, &inputs, &new_accs);
                 }
-                w.table.add(&mut w.keys, &w.hashes, &inputs, sel, &mut w.scratch)?;
+                w.table.add(&mut w.keys, &w.hashes, &inputs, sel, &mut w.scratch, ctx.kern)?;
                 if w.table.size() > threshold {
                     w.table.grow_up(scatter, expect.saturating_sub(n), &inputs, &new_accs);
                 }
@@ -526,7 +541,7 @@ where
                 w.retained_bytes += key_bytes;
                 if w.retained_bytes > retain_limit {
                     w.flushes += 1;
-                    w.table.flush(&mut w.scratch.arena, &new_accs, &mut w.gids)?;
+                    w.table.flush(&mut w.scratch.arena, &new_accs, &mut w.gids, ctx.kern)?;
                     w.retained.clear();
                     ctx.query.shrink(std::mem::take(&mut w.retained_bytes));
                     ctx.query.resize(&mut w.accounted, w.table.memory_size(), w.table.operator())?;
@@ -585,7 +600,7 @@ where
     let emitted = std::sync::atomic::AtomicUsize::new(0);
     let sort_spill = std::sync::Mutex::new(SortSpill::default());
     let finish = |t: GroupTable<K>| -> Result<(RecordBatch, usize, usize)> {
-        let gids = select_groups(&t, &plan.order, plan, &decode, ctx.query)?;
+        let gids = select_groups(&t, &plan.order, plan, &decode, ctx.tie.as_ref(), ctx.query)?;
         let b = emit(&t, &gids, plan, &schema, &decode)?;
         let bytes = b.get_array_memory_size();
         if let Some(limit) = sort_limit
@@ -621,12 +636,12 @@ where
         let mut first = tables.remove(0);
         let before = first.memory_size();
         for t in &tables {
-            first.merge_from(t);
+            first.merge_from(t, ctx.kern);
         }
         ctx.query.grow(first.memory_size().saturating_sub(before), "GROUP BY merge")?;
         vec![finish(first)?]
     } else {
-        ctx.pool.install(|| finalize_partitioned(partials, &spilled, &new_accs, ctx.query, &finish))?
+        ctx.pool.install(|| finalize_partitioned(partials, &spilled, &new_accs, ctx.kern, ctx.query, &finish))?
     };
     let groups: usize = finals.iter().map(|f| f.1).sum();
     let hash_table_bytes = finals.iter().map(|f| f.2).sum();
@@ -776,6 +791,7 @@ fn select_groups<'k, K: GroupKey>(
     order: &OrderLimit,
     plan: &AggregatePlan,
     decode: &impl Fn(&'k K, usize) -> OrdVal<'k>,
+    tie: Option<&TieKey>,
     query: &QueryContext,
 ) -> Result<Vec<u32>> {
     let all = || Ok((0..t.len() as u32).collect());
@@ -803,8 +819,13 @@ fn select_groups<'k, K: GroupKey>(
         AggOutput::Agg(j) => t.accs[j].counts(),
         _ => None,
     };
-    // `best` is sorted best-first and holds at most `limit` candidates.
+    // The ORDER BY keys after the first as one integer per group (`tie`), when they are
+    // packed group keys: ties on the first key then cost one compare.
+    let tie = tie.filter(|_| t.keys.first().is_some_and(|k| k.packed().is_some()));
+    // `best` is sorted best-first and holds at most `limit` candidates; `worst_tie` caches
+    // the tie key of its last one.
     let mut best: Vec<(Vec<OrdVal<'k>>, u32)> = Vec::with_capacity(limit + 1);
+    let mut worst_tie: Option<Vec<u64>> = None;
     for g in 0..t.len() as u32 {
         if limit == 0 {
             break;
@@ -822,6 +843,17 @@ fn select_groups<'k, K: GroupKey>(
                 if ord.is_gt() {
                     continue;
                 }
+                if ord.is_eq()
+                    && let Some(tk) = tie
+                    && let Some(packed) = t.keys[g as usize].packed()
+                {
+                    let wt = worst_tie.get_or_insert_with(|| {
+                        tk.of(t.keys[best[limit - 1].1 as usize].packed().expect("fixed layout"))
+                    });
+                    if !tk.cmp(packed, wt).is_lt() {
+                        continue;
+                    }
+                }
             }
             let mut ord = std::cmp::Ordering::Equal;
             for (k, w) in keys.iter().zip(worst) {
@@ -838,6 +870,7 @@ fn select_groups<'k, K: GroupKey>(
         let pos = best.partition_point(|(b, _)| !cmp_all(b, &v, keys).is_gt());
         best.insert(pos, (v, g));
         best.truncate(limit);
+        worst_tie = None;
     }
     Ok(best.into_iter().map(|(_, g)| g).collect())
 }

@@ -1,19 +1,36 @@
-//! The group hash table: open addressing with linear probing, storing each group's
-//! 64-bit hash so that resizing and merging never rehash a key.
+//! The group hash table: open addressing with linear probing over control bytes (a Swiss
+//! table: abseil's `flat_hash_map`, hashbrown), storing each group's 64-bit hash so that
+//! resizing and merging never rehash a key.
 //!
 //! ```text
 //!  keys:    [k0, k1, k2, ...]         indexed by group id (gid), dense from 0
 //!  hashes:  [h0, h1, h2, ...]         saved hash per group
 //!  accs:    [Accumulator; aggregates] state per aggregate, indexed by gid
-//!  slots:   [u64; 2^k]                0 = empty, else (hash >> 32) << 32 | (gid + 1)
+//!  ctrl:    [u8; 2^k + 64]            EMPTY (0x80) or the slot's 7-bit tag; the last 64
+//!                                     bytes mirror the first 64
+//!  slots:   [u64; 2^k]                check << 32 | gid, where ctrl is a tag: `check` is
+//!                                     32 more hash bits ([`check_of`])
 //! ```
-//! A slot keeps 32 hash bits as a tag, so a probe touches a key only when the tags match.
+//! A probe compares the tag with a group of control bytes at once (16 to 64 slots a step:
+//! the kernel family's [`tessera_kernels::group::Group`], run through
+//! [`Kernels::with_group`] once per batch of keys), then the slot's 32 check bits, and
+//! touches a key only where both matched (a 7-bit tag alone let 1 in 128 slots of a probe
+//! compare URL bytes: Q34 spent more in `memcmp`, measured); the first empty slot ends it. Probing is linear, so a key's slot does not depend
+//! on the family: a table is laid out the same under every ISA, and the scalar twin
+//! ([`Swar`], 8 slots a step) serves the single-key paths. Batches prefetch the control
+//! bytes and slot (and a string key's bytes) of the key [`PREFETCH`] rows ahead, so the
+//! cache misses of a table larger
+//! than the cache overlap (group prefetching; ClickHouse PR 39304). At most 3/4 of the slots
+//! are full: 9 bytes a slot, about 12 to 24 bytes a group (DuckDB keeps 16 salt bits beside
+//! each entry's pointer the same way).
 //! A two-level table (ClickHouse's `TwoLevelHashTable`) is [`PARTITIONS`] of these, one per
 //! radix partition (top [`PARTITION_BITS`] bits of the hash): each partition's keys and
 //! states are contiguous, so merging partition `p` of several threads reads memory
 //! sequentially and builds a table that fits in cache.
 
 use tessera_common::Result;
+use tessera_kernels::Kernels;
+use tessera_kernels::group::{EMPTY, Group, GroupTask, MAX_WIDTH, Swar, tag_of};
 
 use crate::accum::Accumulator;
 use crate::keys::{GroupKey, KeyArena};
@@ -24,16 +41,40 @@ pub(crate) const PARTITION_BITS: u32 = 8;
 /// Number of radix partitions: 256 keeps a partition of 10M groups at ~40K groups, whose
 /// slots and keys fit a 1 MiB L2 (Zen 4/5, Graviton 3/4), as in ClickHouse's two-level table.
 pub(crate) const PARTITIONS: usize = 1 << PARTITION_BITS;
-const MIN_SLOTS: usize = 16;
+/// Fewest slots of a table: a group load of the widest family ([`MAX_WIDTH`]) must fit.
+const MIN_SLOTS: usize = MAX_WIDTH;
 
-/// `n` zero words, written now. (`vec![0; n]` maps the shared zero page lazily; the first
+/// Rows ahead whose home-slot control bytes and slot (and string key bytes) a batch probe
+/// prefetches. (A deeper pipeline that also read the likely group from the home slot and
+/// fetched its key and bytes measured no faster on Q34 here: its `memcmp`s stayed.)
+const PREFETCH: usize = 8;
+
+/// `n` copies of `v`, written now. (`vec![0; n]` maps the shared zero page lazily; the first
 /// write to each page then takes a copy-on-write fault with a TLB-shootdown IPI, which
 /// measured 20% of Q33's time.)
-#[allow(clippy::slow_vector_initialization)] // reason: eager zeroing is the point, see above
-fn zeroed(n: usize) -> Vec<u64> {
-    let mut v = Vec::with_capacity(n);
-    v.resize(n, 0);
-    v
+#[allow(clippy::slow_vector_initialization)] // reason: eager writing is the point, see above
+fn filled<T: Copy>(n: usize, v: T) -> Vec<T> {
+    let mut out = Vec::with_capacity(n);
+    out.resize(n, v);
+    out
+}
+
+/// The 32 hash bits a slot keeps beside its group id: bits 16..48, apart from the tag's
+/// (48..55) and the radix partition's (56..64), which every key of a partition shares.
+#[inline(always)]
+fn check_of(h: u64) -> u64 {
+    (h >> 16) & 0xffff_ffff
+}
+
+/// A slot word: the hash's check bits and the group id.
+#[inline(always)]
+fn slot_word(h: u64, gid: u32) -> u64 {
+    check_of(h) << 32 | gid as u64
+}
+
+/// Slots for `groups` groups at most 3/4 full.
+fn slots_for(groups: usize) -> usize {
+    (groups + groups / 3 + 1).next_power_of_two().max(MIN_SLOTS)
 }
 
 /// Partition of a hash in a two-level table.
@@ -42,17 +83,14 @@ pub(crate) fn partition_of(h: u64) -> usize {
     (h >> (64 - PARTITION_BITS)) as usize
 }
 
-#[inline(always)]
-fn slot_word(h: u64, gid: u32) -> u64 {
-    (h & 0xffff_ffff_0000_0000) | (gid as u64 + 1)
-}
-
 /// Hash table from group key to dense group id, with the aggregate states of the groups.
 #[derive(Debug)]
 pub(crate) struct GroupTable<K> {
     pub(crate) keys: Vec<K>,
     pub(crate) hashes: Vec<u64>,
     pub(crate) accs: Vec<Accumulator>,
+    /// `slots.len() + MAX_WIDTH` control bytes.
+    ctrl: Vec<u8>,
     slots: Vec<u64>,
     /// Heap bytes owned by `keys` ([`GroupKey::heap_bytes`]), kept as keys are added.
     key_heap: usize,
@@ -61,7 +99,7 @@ pub(crate) struct GroupTable<K> {
 impl<K: GroupKey> GroupTable<K> {
     /// An empty table sized for `groups` groups without growing.
     pub(crate) fn new(mut accs: Vec<Accumulator>, groups: usize) -> Self {
-        let n = (groups * 2).next_power_of_two().max(MIN_SLOTS);
+        let n = slots_for(groups);
         for a in &mut accs {
             a.reserve(groups);
         }
@@ -69,7 +107,8 @@ impl<K: GroupKey> GroupTable<K> {
             keys: Vec::with_capacity(groups),
             hashes: Vec::with_capacity(groups),
             accs,
-            slots: zeroed(n),
+            ctrl: filled(n + MAX_WIDTH, EMPTY),
+            slots: filled(n, 0),
             key_heap: 0,
         }
     }
@@ -84,6 +123,7 @@ impl<K: GroupKey> GroupTable<K> {
         self.keys.capacity() * std::mem::size_of::<K>()
             + self.key_heap
             + self.hashes.capacity() * 8
+            + self.ctrl.capacity()
             + self.slots.capacity() * 8
             + self.accs.iter().map(|a| a.memory_size()).sum::<usize>()
     }
@@ -99,83 +139,207 @@ impl<K: GroupKey> GroupTable<K> {
     /// borrows the input stores its arena copy, [`GroupKey::persist`]).
     #[inline]
     pub(crate) fn find_or_insert_with(&mut self, key: &K, h: u64, store: impl FnOnce(&K) -> K) -> u32 {
-        let i = match self.probe(key, h) {
-            Ok(gid) => return gid,
-            Err(empty) => empty,
-        };
+        self.find_or_insert_in::<Swar>(key, h, store)
+    }
+
+    /// [`GroupTable::find_or_insert_with`] probing with group type `G`.
+    #[inline(always)]
+    fn find_or_insert_in<G: Group>(&mut self, key: &K, h: u64, store: impl FnOnce(&K) -> K) -> u32 {
+        match self.probe::<G>(key, h) {
+            Ok(gid) => gid,
+            Err(empty) => self.insert_at(empty, store(key), h),
+        }
+    }
+
+    /// Puts a new group for `key` (hash `h`) into empty slot `i`.
+    #[inline(always)]
+    fn insert_at(&mut self, i: usize, key: K, h: u64) -> u32 {
         let gid = self.keys.len() as u32;
+        self.set_ctrl(i, tag_of(h));
         self.slots[i] = slot_word(h, gid);
         self.key_heap += key.heap_bytes();
-        self.keys.push(store(key));
+        self.keys.push(key);
         self.hashes.push(h);
-        if self.keys.len() * 2 > self.slots.len() {
+        if self.keys.len() > self.slots.len() / 4 * 3 {
             self.grow();
         }
         gid
     }
 
-    /// The group id of `key` (whose hash is `h`), if the table holds it.
-    #[inline]
-    pub(crate) fn find(&self, key: &K, h: u64) -> Option<u32> {
-        self.probe(key, h).ok()
+    /// Writes control byte `i` and its mirror (the same byte for `i >= MAX_WIDTH`).
+    #[inline(always)]
+    fn set_ctrl(&mut self, i: usize, c: u8) {
+        let mask = self.slots.len() - 1;
+        self.ctrl[i] = c;
+        self.ctrl[(i.wrapping_sub(MAX_WIDTH) & mask) + MAX_WIDTH] = c;
     }
 
-    /// Linear probing from `h`'s home slot: `Ok(group id)` of `key`, or `Err(slot)` of the
-    /// empty slot where it would go. Slots compare the hash's top 32 bits before the key.
+    /// Linear probing from `h`'s home slot, a group of `G::WIDTH` control bytes a step:
+    /// `Ok(group id)` of `key`, or `Err(slot)` of the empty slot where it would go. Only slots
+    /// whose tag and check bits match (before the first empty one) have their key compared.
     #[inline(always)]
-    fn probe(&self, key: &K, h: u64) -> std::result::Result<u32, usize> {
+    fn probe<G: Group>(&self, key: &K, h: u64) -> std::result::Result<u32, usize> {
         let mask = self.slots.len() - 1;
-        let tag = h >> 32;
-        let mut i = h as usize & mask;
+        let tag = tag_of(h);
+        let check = check_of(h);
+        let mut pos = h as usize & mask;
         loop {
-            let s = self.slots[i];
-            if s == 0 {
-                return Err(i);
-            }
-            if s >> 32 == tag {
-                let gid = (s as u32) - 1;
-                if self.keys[gid as usize].key_eq(key) {
+            // SAFETY: `pos <= mask`, and `ctrl` holds `mask + 1 + MAX_WIDTH` bytes, so the
+            // group's `G::WIDTH <= MAX_WIDTH` bytes are in bounds; the family's features were
+            // checked by `Kernels::with_group`, the only caller with a family's `G` (`Swar`
+            // needs none).
+            let group = unsafe { G::load(self.ctrl.as_ptr().add(pos)) };
+            let empty = unsafe { group.match_empty() };
+            let end = empty.lowest().unwrap_or(G::WIDTH);
+            for bit in unsafe { group.match_tag(tag) }.below(end) {
+                let s = self.slots[(pos + bit) & mask];
+                let gid = s as u32;
+                if s >> 32 == check && self.keys[gid as usize].key_eq(key) {
                     return Ok(gid);
                 }
             }
-            i = (i + 1) & mask;
+            if end < G::WIDTH {
+                return Err((pos + end) & mask);
+            }
+            pos = (pos + G::WIDTH) & mask;
         }
+    }
+
+    /// Hints the CPU to fetch the control bytes and slot of `h`'s home slot.
+    #[inline(always)]
+    fn prefetch(&self, h: u64) {
+        let i = h as usize & (self.slots.len() - 1);
+        tessera_kernels::prefetch(self.ctrl[i..].as_ptr());
+        tessera_kernels::prefetch(self.slots[i..].as_ptr());
+    }
+
+    /// Prefetches, for the key [`PREFETCH`] rows ahead of row `i` (`get(j)`: row `j`'s key
+    /// and hash), its home slot's control bytes and slot, and the key's own bytes.
+    #[inline(always)]
+    fn prefetch_ahead<'k>(&self, i: usize, n: usize, get: &impl Fn(usize) -> (&'k K, u64))
+    where
+        K: 'k,
+    {
+        if i + PREFETCH < n {
+            let (k, h) = get(i + PREFETCH);
+            self.prefetch(h);
+            k.prefetch_bytes();
+        }
+    }
+
+    /// The group id of every key (`keys[i]` with hash `hashes[i]`) appended to `gids`, new
+    /// groups inserted with `store(key)` as their key: one [`Kernels::with_group`] dispatch
+    /// for the batch, probes prefetched [`PREFETCH`] keys ahead.
+    pub(crate) fn find_or_insert_batch(
+        &mut self,
+        keys: &[K],
+        hashes: &[u64],
+        kern: &Kernels,
+        store: impl FnMut(&K) -> K,
+        gids: &mut Vec<u32>,
+    ) {
+        let n = keys.len().min(hashes.len());
+        self.find_or_insert_each(n, |i| (&keys[i], hashes[i]), kern, store, gids);
+    }
+
+    /// [`GroupTable::find_or_insert_batch`] over `n` keys given by `get(i)` (key and hash),
+    /// which must not borrow this table.
+    pub(crate) fn find_or_insert_each<'k>(
+        &mut self,
+        n: usize,
+        get: impl Fn(usize) -> (&'k K, u64),
+        kern: &Kernels,
+        store: impl FnMut(&K) -> K,
+        gids: &mut Vec<u32>,
+    ) where
+        K: 'k,
+    {
+        struct Task<'t, K, G, S> {
+            t: &'t mut GroupTable<K>,
+            n: usize,
+            get: G,
+            store: S,
+            gids: &'t mut Vec<u32>,
+        }
+        impl<'k, K: GroupKey + 'k, G: Fn(usize) -> (&'k K, u64), S: FnMut(&K) -> K> GroupTask for Task<'_, K, G, S> {
+            type Output = ();
+            #[inline(always)]
+            fn run<Gr: Group>(mut self) {
+                self.gids.reserve(self.n);
+                for i in 0..self.n {
+                    self.t.prefetch_ahead(i, self.n, &self.get);
+                    let (k, h) = (self.get)(i);
+                    let g = self.t.find_or_insert_in::<Gr>(k, h, &mut self.store);
+                    self.gids.push(g);
+                }
+            }
+        }
+        kern.with_group(Task { t: self, n, get, store, gids });
+    }
+
+    /// Looks up every key (`keys[i]` with hash `hashes[i]`): `hit(i, gid)` for those the
+    /// table holds, `miss(i)` for the others, in order. One dispatch for the batch.
+    pub(crate) fn find_batch(
+        &self,
+        keys: &[K],
+        hashes: &[u64],
+        kern: &Kernels,
+        on: impl FnMut(usize, Option<u32>),
+    ) {
+        struct Task<'t, K, F> {
+            t: &'t GroupTable<K>,
+            keys: &'t [K],
+            hashes: &'t [u64],
+            on: F,
+        }
+        impl<K: GroupKey, F: FnMut(usize, Option<u32>)> GroupTask for Task<'_, K, F> {
+            type Output = ();
+            #[inline(always)]
+            fn run<G: Group>(mut self) {
+                let n = self.keys.len().min(self.hashes.len());
+                let get = |j: usize| (&self.keys[j], self.hashes[j]);
+                for i in 0..n {
+                    self.t.prefetch_ahead(i, n, &get);
+                    (self.on)(i, self.t.probe::<G>(&self.keys[i], self.hashes[i]).ok());
+                }
+            }
+        }
+        kern.with_group(Task { t: self, keys, hashes, on });
     }
 
     /// Inserts a key known to be absent (merging into an empty table).
     #[inline]
     pub(crate) fn insert_new(&mut self, key: K, h: u64) -> u32 {
-        let gid = self.keys.len() as u32;
-        self.key_heap += key.heap_bytes();
-        self.keys.push(key);
-        self.hashes.push(h);
-        self.place(h, gid);
-        if self.keys.len() * 2 > self.slots.len() {
-            self.grow();
-        }
-        gid
+        let i = self.empty_slot(h);
+        self.insert_at(i, key, h)
     }
 
+    /// The first empty slot from `h`'s home slot on (a byte scan: most are found at once).
     #[inline]
-    fn place(&mut self, h: u64, gid: u32) {
+    fn empty_slot(&self, h: u64) -> usize {
         let mask = self.slots.len() - 1;
         let mut i = h as usize & mask;
-        while self.slots[i] != 0 {
+        while self.ctrl[i] != EMPTY {
             i = (i + 1) & mask;
         }
-        self.slots[i] = slot_word(h, gid);
+        i
     }
 
+    #[cold]
     fn grow(&mut self) {
         self.rebuild_slots(self.slots.len() * 2);
     }
 
-    /// A new slot array of `n` slots (a power of two) holding every group, placed by its
-    /// saved hash.
+    /// New control bytes and slots for `n` slots (a power of two) holding every group,
+    /// placed by its saved hash.
     fn rebuild_slots(&mut self, n: usize) {
-        self.slots = zeroed(n);
+        self.ctrl = filled(n + MAX_WIDTH, EMPTY);
+        self.slots = filled(n, 0);
         for g in 0..self.keys.len() {
-            self.place(self.hashes[g], g as u32);
+            let h = self.hashes[g];
+            let i = self.empty_slot(h);
+            self.set_ctrl(i, tag_of(h));
+            self.slots[i] = slot_word(h, g as u32);
         }
     }
 
@@ -198,7 +362,8 @@ impl<K: GroupKey> GroupTable<K> {
             .iter()
             .map(|gids| {
                 let mut t = GroupTable::new(new_accs(), gids.len());
-                t.merge_groups(&self, gids);
+                // Into an empty table: inserts without probing, so no family is needed.
+                t.merge_groups(&self, gids, Kernels::scalar());
                 t
             })
             .collect()
@@ -272,36 +437,85 @@ impl<K: GroupKey> GroupTable<K> {
         for a in &mut self.accs {
             a.reserve(n);
         }
-        let want = ((self.keys.len() + n) * 2).next_power_of_two();
+        let want = slots_for(self.keys.len() + n);
         if want > self.slots.len() {
             self.rebuild_slots(want);
         }
     }
 
     /// Merges every group of `other` into `self`.
-    pub(crate) fn merge_from(&mut self, other: &GroupTable<K>) {
+    pub(crate) fn merge_from(&mut self, other: &GroupTable<K>, kern: &Kernels) {
         let gids: Vec<u32> = (0..other.len() as u32).collect();
-        self.merge_groups(other, &gids);
+        self.merge_groups(other, &gids, kern);
     }
 
     /// Merges groups `gids` of `other` into `self`: keys are looked up by their saved hash,
     /// states merged.
-    pub(crate) fn merge_groups(&mut self, other: &GroupTable<K>, gids: &[u32]) {
+    pub(crate) fn merge_groups(&mut self, other: &GroupTable<K>, gids: &[u32], kern: &Kernels) {
         let mut pairs = Vec::with_capacity(gids.len());
         if self.keys.is_empty() {
+            self.reserve(gids.len());
             for &g in gids {
                 let d = self.insert_new(other.keys[g as usize].clone(), other.hashes[g as usize]);
                 pairs.push((d, g));
             }
         } else {
-            for &g in gids {
-                let d = self.find_or_insert(&other.keys[g as usize], other.hashes[g as usize]);
-                pairs.push((d, g));
-            }
+            let mut found = Vec::with_capacity(gids.len());
+            self.find_or_insert_each(gids.len(), |i| {
+                let g = gids[i] as usize;
+                (&other.keys[g], other.hashes[g])
+            }, kern, K::clone, &mut found);
+            pairs.extend(found.into_iter().zip(gids.iter().copied()));
         }
         self.sync_accs();
         for (a, b) in self.accs.iter_mut().zip(&other.accs) {
             a.merge(&pairs, b);
         }
     }
+}
+
+/// The group table for the probe benchmarks (`benches/probe.rs`): not an API.
+#[doc(hidden)]
+pub mod bench {
+    use super::GroupTable;
+    use crate::keys::GroupKey;
+    use tessera_kernels::Kernels;
+
+    /// A group table of distinct keys, without aggregates.
+    pub struct ProbeTable<K>(GroupTable<K>);
+
+    macro_rules! probe_table {
+        ($($k:ty),*) => {$(
+            impl ProbeTable<$k> {
+                /// A table holding each of `keys` (distinct) as a group.
+                pub fn build(keys: &[$k]) -> Self {
+                    let mut t = GroupTable::new(Vec::new(), keys.len());
+                    let hashes = Self::hashes(keys);
+                    let mut gids = Vec::new();
+                    t.find_or_insert_batch(keys, &hashes, Kernels::scalar(), |k| *k, &mut gids);
+                    ProbeTable(t)
+                }
+
+                /// The keys' hashes, as the aggregation computes them.
+                pub fn hashes(keys: &[$k]) -> Vec<u64> {
+                    let mut out = Vec::new();
+                    <$k as GroupKey>::hash_batch(keys, Kernels::scalar(), &mut out);
+                    out
+                }
+
+                /// How many of `keys` the table holds, probed with family `kern`.
+                pub fn lookup(&self, keys: &[$k], hashes: &[u64], kern: &Kernels) -> usize {
+                    let mut hits = 0;
+                    self.0.find_batch(keys, hashes, kern, |_, g| hits += g.is_some() as usize);
+                    hits
+                }
+
+                /// Groups held.
+                pub fn groups(&self) -> usize {
+                    self.0.len()
+                }
+            }
+        )*};
+    }
+    probe_table!(u64, u128, &'static [u8]);
 }

@@ -32,6 +32,8 @@ use tessera_common::{Result, Settings};
 pub use context::{CancelToken, QueryContext, ServerMemory};
 pub use plan::*;
 pub use pool::Pools;
+#[doc(hidden)]
+pub use hashtable::bench as probe_bench;
 
 /// What a query did, for tests and `EXPLAIN`-like output.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
