@@ -7,8 +7,8 @@
 //! whose tag matched have their key compared, and the first [`EMPTY`] byte ends the probe.
 //!
 //! ```text
-//!  ctrl:  [ 0x13 | 0x80 | 0x5a | 0x13 | 0x80 | ... | mirror of ctrl[0..MAX_WIDTH] ]
-//!           slot0  slot1  slot2  slot3  slot4         (so a group may start at any slot)
+//!  ctrl:  [ 0x13 | 0x80 | 0x5a | 0x13 | 0x80 | ... ]
+//!           slot0  slot1  slot2  slot3  slot4
 //!  probe for tag 0x13 from slot 0, one 16-wide group:
 //!         match_tag   = 0b...01001   (slots 0 and 3: compare their keys)
 //!         match_empty = 0b...10010   (slot 1 is the first empty: the key is absent)
@@ -35,8 +35,10 @@
 /// Control byte of an empty slot. A full slot's byte is its tag, whose top bit is clear.
 pub const EMPTY: u8 = 0x80;
 
-/// Widest group of any family, in slots: a table keeps this many control bytes past its
-/// end, mirroring its first ones, so a group load starting at any slot stays in bounds.
+/// Widest group of any family, in slots (a cache line of control bytes). Every group width
+/// is a power of two dividing it, so groups loaded at multiples of their width tile a
+/// 64-byte-aligned control array of at least `MAX_WIDTH` slots and never straddle a cache
+/// line.
 pub const MAX_WIDTH: usize = 64;
 
 /// The control byte of a key with hash `h`: 7 bits of the hash that neither the home slot
@@ -73,6 +75,13 @@ impl BitMask {
     #[inline(always)]
     pub const fn lowest(self) -> Option<usize> {
         if self.bits == 0 { None } else { Some((self.bits.trailing_zeros() >> self.shift) as usize) }
+    }
+
+    /// Keeps only the slots from `n` on (a group that starts before a probe's home slot).
+    #[inline(always)]
+    pub const fn from_slot(self, n: usize) -> Self {
+        let b = (n as u32) << self.shift;
+        BitMask { bits: if b >= 64 { 0 } else { self.bits & !((1u64 << b) - 1) }, shift: self.shift }
     }
 
     /// Keeps only the slots below `n` (a group read past a probe's range).
@@ -205,6 +214,9 @@ mod tests {
         assert_eq!(m.collect::<Vec<_>>(), vec![0, 2, 3]);
         assert_eq!(m.below(3).collect::<Vec<_>>(), vec![0, 2]);
         assert_eq!(BitMask::new(u64::MAX, 0).below(64).count(), 64);
+        assert_eq!(m.from_slot(2).collect::<Vec<_>>(), vec![2, 3]);
+        assert_eq!(m.from_slot(0), m);
+        assert_eq!(BitMask::new(u64::MAX, 0).from_slot(64).count(), 0);
         assert_eq!(BitMask::new(0, 0).lowest(), None);
         assert_eq!(tag_of(u64::MAX), 0x7f);
     }
