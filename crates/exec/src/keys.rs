@@ -35,6 +35,12 @@ pub(crate) trait GroupKey: Clone + PartialEq + Send + Sync {
     /// Whether the key borrows the input's bytes ([`GroupKey::persist`] copies them).
     const BORROWS: bool = false;
 
+    /// Whether scattered rows keep their key's hash. Fixed-width keys do not: rehashing
+    /// them in the final phase (a few instructions a key, vectorised) costs less than
+    /// writing and reading 8 bytes a row more through the radix partitions, which is what
+    /// bounds the scatter.
+    const SCATTER_HASH: bool = true;
+
     fn hash64(&self) -> u64;
 
     /// `out = keys.map(hash64)`, a batch at a time with the query's kernel family (equal
@@ -151,6 +157,7 @@ fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 impl GroupKey for () {
+    const SCATTER_HASH: bool = false;
     #[inline]
     fn hash64(&self) -> u64 {
         0
@@ -168,6 +175,7 @@ fn sized(out: &mut Vec<u64>, n: usize) -> &mut [u64] {
 }
 
 impl GroupKey for u64 {
+    const SCATTER_HASH: bool = false;
     #[inline]
     fn hash64(&self) -> u64 {
         hash_u64(*self)
@@ -187,6 +195,7 @@ impl GroupKey for u64 {
     }
 }
 impl GroupKey for u128 {
+    const SCATTER_HASH: bool = false;
     #[inline]
     fn hash64(&self) -> u64 {
         hash_u128(*self)

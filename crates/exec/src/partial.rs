@@ -250,7 +250,9 @@ fn scatter_rows<K: GroupKey>(
         scatter_column(parts.iter_mut().map(|s| &mut s.keys).collect(), pids, &counts, |_| {
             moved.next().expect("as many keys as partition ids (checked above)")
         });
-        scatter_column(parts.iter_mut().map(|s| &mut s.hashes).collect(), pids, &counts, |j| hashes[j]);
+        if K::SCATTER_HASH {
+            scatter_column(parts.iter_mut().map(|s| &mut s.hashes).collect(), pids, &counts, |j| hashes[j]);
+        }
     }
     drop(moved);
     for (a, input) in inputs.iter().enumerate() {
@@ -270,6 +272,8 @@ pub(crate) struct Scattered<K> {
     keys: Vec<K>,
     /// Heap bytes owned by `keys` ([`GroupKey::heap_bytes`]).
     key_heap: usize,
+    /// The keys' hashes, or none when the key type does not scatter them
+    /// ([`GroupKey::SCATTER_HASH`]; [`Scattered::hashes`] computes them).
     hashes: Vec<u64>,
     vals: Vec<RawVals>,
 }
@@ -279,19 +283,35 @@ impl<K> Scattered<K> {
         self.keys.len()
     }
 
+    /// The rows' hashes: those scattered, or computed from the keys (the same function in
+    /// every family) when the key type does not scatter them.
+    fn hashes(&mut self, kern: &Kernels) -> Vec<u64>
+    where
+        K: GroupKey,
+    {
+        if self.hashes.len() == self.keys.len() {
+            std::mem::take(&mut self.hashes)
+        } else {
+            let mut h = Vec::new();
+            K::hash_batch(&self.keys, kern, &mut h);
+            h
+        }
+    }
+
     /// Appends the rows to a spill buffer (a rows run, tag [`ROWS_RUN`]) and clears them,
     /// keeping the buffers' capacity.
     fn encode_and_clear(&mut self, out: &mut Vec<u8>)
     where
         K: GroupKey,
     {
+        let hashes = self.hashes(Kernels::scalar());
         let mut e = Enc(out);
         e.put(ROWS_RUN);
         e.put(self.keys.len() as u64);
         for k in &self.keys {
             k.encode(&mut e);
         }
-        e.slice(&self.hashes);
+        e.slice(&hashes);
         e.put(self.vals.len() as u64);
         for v in &mut self.vals {
             v.encode(&mut e);
@@ -341,7 +361,8 @@ impl<K> Scattered<K> {
         K: GroupKey,
     {
         gids.clear();
-        t.find_or_insert_batch(&self.keys, &self.hashes, kern, store, gids);
+        let hashes = self.hashes(kern);
+        t.find_or_insert_batch(&self.keys, &hashes, kern, store, gids);
         t.sync_accs();
         for (acc, vals) in t.accs.iter_mut().zip(&mut self.vals) {
             acc.update(gids, vals.drain_to_array().as_ref(), None)?;
@@ -449,7 +470,7 @@ impl<K: GroupKey> Partial<K> {
                 .map(|_| Scattered {
                     keys: Vec::with_capacity(per_part),
                     key_heap: 0,
-                    hashes: Vec::with_capacity(per_part),
+                    hashes: Vec::with_capacity(if K::SCATTER_HASH { per_part } else { 0 }),
                     vals: inputs.iter().map(|i| RawVals::empty_like(*i, per_part)).collect(),
                 })
                 .collect();
