@@ -130,6 +130,8 @@ struct Fitted<I> {
     opts: ReadOptions,
     rows: u64,
     done: bool,
+    /// The first batch, read at open when there is no target schema.
+    pending: Option<RecordBatch>,
 }
 
 impl<I: Iterator<Item = Result<RecordBatch>>> Iterator for Fitted<I> {
@@ -139,7 +141,10 @@ impl<I: Iterator<Item = Result<RecordBatch>>> Iterator for Fitted<I> {
         if self.done {
             return None;
         }
-        let next = guard(&self.opts.source, || Ok(self.inner.next())).unwrap_or_else(|e| Some(Err(e)));
+        let next = match self.pending.take() {
+            Some(b) => Some(Ok(b)),
+            None => guard(&self.opts.source, || Ok(self.inner.next())).unwrap_or_else(|e| Some(Err(e))),
+        };
         let r = match next? {
             Ok(b) => crate::conform::conform(&b, &self.schema, &self.opts.source).map_err(|e| match e {
                 Error::Corrupt { path, detail } => {
@@ -180,12 +185,28 @@ fn open<'a>(format: Format, input: Input<'a>, opts: &ReadOptions) -> Result<Box<
         }
         other => corrupt(&source, format!("{format}: {other}")),
     };
-    let fit = |inner: Box<dyn Iterator<Item = Result<RecordBatch>> + Send + 'a>, file_schema: SchemaRef| -> Result<Box<dyn BatchReader + Send + 'a>> {
+    let fit = |mut inner: Box<dyn Iterator<Item = Result<RecordBatch>> + Send + 'a>,
+               file_schema: SchemaRef|
+     -> Result<Box<dyn BatchReader + Send + 'a>> {
+        let mut pending = None;
         let schema = match &opts.schema {
             Some(s) => s.clone(),
-            None => crate::conform::normalize_schema(&file_schema)?,
+            None => {
+                // Binary columns: the first batch decides Utf8
+                // (every value valid UTF-8) or Binary, as in the RowBinary reader.
+                let first = match inner.next() {
+                    Some(b) => Some(crate::rowbinary::utf8_where_valid(&b?)?),
+                    None => None,
+                };
+                let s = match &first {
+                    Some(b) => crate::conform::normalize_schema(&b.schema())?,
+                    None => crate::conform::normalize_schema(&file_schema)?,
+                };
+                pending = first;
+                s
+            }
         };
-        Ok(Box::new(Fitted { inner, schema, opts: opts.clone(), rows: 0, done: false }))
+        Ok(Box::new(Fitted { inner, schema, opts: opts.clone(), rows: 0, done: false, pending }))
     };
     match format {
         Format::ArrowStream => {
@@ -218,20 +239,21 @@ fn open<'a>(format: Format, input: Input<'a>, opts: &ReadOptions) -> Result<Box<
         Format::Parquet => {
             let source = opts.source.clone();
             let pbad = move |e: parquet::errors::ParquetError| corrupt(&source, format!("Parquet: {e}"));
+            fn open_pq<T: parquet::file::reader::ChunkReader + 'static>(
+                src: T,
+                pbad: &dyn Fn(parquet::errors::ParquetError) -> Error,
+            ) -> Result<(parquet::arrow::arrow_reader::ParquetRecordBatchReader, SchemaRef)> {
+                let b = ParquetRecordBatchReaderBuilder::try_new(src).map_err(pbad)?;
+                let schema = b.schema().clone();
+                Ok((b.with_batch_size(READ_BATCH_ROWS).build().map_err(pbad)?, schema))
+            }
+            let io = |e: std::io::Error| Error::Io { path: opts.source.clone(), source: e };
             let (reader, schema) = match input {
-                Input::File(f) => {
-                    let b = ParquetRecordBatchReaderBuilder::try_new(f).map_err(&pbad)?.with_batch_size(READ_BATCH_ROWS);
-                    let schema = b.schema().clone();
-                    (b.build().map_err(&pbad)?, schema)
-                }
+                Input::File(f) => open_pq(f, &pbad)?,
                 Input::Stream(mut s) => {
                     let mut all = Vec::new();
-                    s.read_to_end(&mut all).map_err(|e| Error::Io { path: opts.source.clone(), source: e })?;
-                    let b = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(all))
-                        .map_err(&pbad)?
-                        .with_batch_size(READ_BATCH_ROWS);
-                    let schema = b.schema().clone();
-                    (b.build().map_err(&pbad)?, schema)
+                    s.read_to_end(&mut all).map_err(io)?;
+                    open_pq(bytes::Bytes::from(all), &pbad)?
                 }
             };
             let b = bad.clone();

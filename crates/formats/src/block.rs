@@ -40,8 +40,8 @@ const METHOD_ZSTD: u8 = 0x90;
 pub fn checksum(data: &[u8]) -> [u8; 16] {
     let h = cityhash_rs::cityhash_102_128(data);
     let mut out = [0u8; 16];
-    out[..8].copy_from_slice(&((h as u64).to_le_bytes()));
-    out[8..].copy_from_slice(&(((h >> 64) as u64).to_le_bytes()));
+    out[..8].copy_from_slice(&(((h >> 64) as u64).to_le_bytes()));
+    out[8..].copy_from_slice(&((h as u64).to_le_bytes()));
     out
 }
 
