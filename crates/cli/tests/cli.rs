@@ -146,7 +146,7 @@ fn damaged_database_is_refused_and_copied_parts_are_detached_with_a_warning() {
         let e = e.unwrap();
         std::fs::copy(e.path(), copy.join(e.file_name())).unwrap();
     }
-    let o = q("csv");
+    let o = q("TSVWithNames");
     assert_eq!((code(&o), stdout(&o).as_str()), (0, "n\n4000\n"), "{}", stderr(&o));
     assert!(stderr(&o).contains("warning: table e: part directory 0000000005_0000000005_0 is not in manifest.txt"), "{}", stderr(&o));
     assert!(t.join("detached/unexpected_0000000005_0000000005_0").is_dir());

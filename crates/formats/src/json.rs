@@ -124,6 +124,10 @@ impl BatchWriter for JsonWriter<'_> {
                     TextCol::Date(a) => quoted(out, |o| write_date(o, i64::from(a.value(r)))),
                     TextCol::Time(a) => quoted(out, |o| write_datetime(o, a.value(r))),
                     TextCol::Str(a) => json_string(out, str_value(*a, r)),
+                    TextCol::Other(f) => {
+                        use std::io::Write as _;
+                        let _ = write!(out, "{}", f.value(r));
+                    }
                 }
             }
             self.buf.extend_from_slice(b"}\n");

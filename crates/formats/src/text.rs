@@ -126,6 +126,9 @@ pub(crate) enum TextCol<'b> {
     Date(&'b arrow::array::Date32Array),
     Time(&'b arrow::array::TimestampSecondArray),
     Str(&'b dyn Array),
+    /// Types Tessera computes but does not store (128-bit sums as Decimal128(38, 0),
+    /// Boolean): Arrow's display text, as a number or `true`/`false`.
+    Other(arrow::util::display::ArrayFormatter<'b>),
 }
 
 impl<'b> TextCol<'b> {
@@ -172,6 +175,9 @@ impl<'b> TextCol<'b> {
             DataType::Date32 => TextCol::Date(col.as_primitive::<Date32Type>()),
             DataType::Timestamp(TimeUnit::Second, None) => TextCol::Time(col.as_primitive::<TimestampSecondType>()),
             DataType::Utf8 | DataType::Binary => TextCol::Str(col.as_ref()),
+            DataType::Decimal128(_, _) | DataType::Boolean => {
+                TextCol::Other(arrow::util::display::ArrayFormatter::try_new(col.as_ref(), &Default::default())?)
+            }
             other => return Err(Error::NotImplemented(format!("writing a column of type {other} as text"))),
         })
     }
@@ -285,6 +291,10 @@ impl BatchWriter for TextWriter<'_> {
                         if csv {
                             out.push(b'"');
                         }
+                    }
+                    TextCol::Other(f) => {
+                        use std::io::Write as _;
+                        let _ = write!(out, "{}", f.value(r));
                     }
                     TextCol::Str(a) => {
                         if csv {
