@@ -32,8 +32,7 @@
 //! ```no_run
 //! use tessera_engine::{Database, Format, WriteOptions};
 //! let db = Database::new();
-//! let mut out = std::io::stdout().lock();
-//! db.write_query("SELECT number FROM numbers(10)", Format::Native, &WriteOptions::default(), &mut out)?;
+//! db.write_query("SELECT number FROM numbers(10)", Format::Native, &WriteOptions::default(), std::io::stdout())?;
 //! # Ok::<(), tessera_engine::Error>(())
 //! ```
 //!
