@@ -615,7 +615,7 @@ def run_py_child(engine: str, args, path: Path, queries: list[int]) -> dict:
 
 
 def tessera_answer(args, path: Path, sql: str) -> list[list[str]]:
-    cmd = [str(args.tessera_bin), "query", "--load", f"hits={path}", "--format", "csv",
+    cmd = [str(args.tessera_bin), "query", "--load", f"hits={path}", "--format", "CSVWithNames",
            "--threads", str(args.threads), sql]
     r = subprocess.run(cmd, env=child_env(), capture_output=True, text=True)
     if r.returncode != 0:

@@ -356,7 +356,7 @@ def tessera_detect(args, db: Path, table_rows: int) -> dict:
     out = {"supported": [], "unsupported": {}, "errors": {}, "answers": {}, "first_run_seconds": {}}
     log(f"[tessera] running each of {len(args.query_list)} queries once from disk to find the supported ones")
     for q in args.query_list:
-        cmd = [str(args.tessera_bin), "query", "--db", str(db), "--format", "csv", "--threads", str(args.threads),
+        cmd = [str(args.tessera_bin), "query", "--db", str(db), "--format", "CSVWithNames", "--threads", str(args.threads),
                all_sql[q - 1]]
         t = time.perf_counter()
         r = subprocess.run(cmd, env=env_utc(), capture_output=True, text=True, errors="replace")

@@ -23,7 +23,8 @@
 pub use tessera_common::{Error, Result, Settings, Table, TemporaryFilesCodec, arrow};
 pub use tessera_datasets as datasets;
 pub use tessera_engine::{
-    CancelToken, Codec, DEFAULT_BLOCK_CACHE_BYTES, Database, Profile, RecordBatchIter, ServerMemory, TableOptions,
+    CancelToken, Codec, Compression, DEFAULT_BLOCK_CACHE_BYTES, Database, Format, Input, Profile, ReadOptions, RecordBatchIter,
+    ServerMemory, TableOptions, WriteOptions, WriteStats,
 };
 
 /// Build facts: version, git hash, target arch, kernel family.

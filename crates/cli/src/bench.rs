@@ -33,6 +33,35 @@ pub(crate) enum Mode {
 /// Arguments of `tessera bench`.
 #[derive(Args, Debug)]
 pub(crate) struct BenchArgs {
+    /// `clickbench` (ClickBench queries on `hits`, the default) or `formats` (issue 12's
+    /// Read & Write table: Int8, UInt64, String, Mixed cases in each format, beside chDB).
+    #[arg(long, default_value = "clickbench", value_parser = ["clickbench", "formats"])]
+    suite: String,
+    /// Formats suite: rows of the Int8, UInt64 and String cases.
+    #[arg(long, default_value_t = 100_000_000)]
+    case_rows: u64,
+    /// Formats suite: rows of the Mixed case.
+    #[arg(long, default_value_t = 60_000_000)]
+    mixed_rows: u64,
+    /// Formats suite: cases, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "Int8,UInt64,String,Mixed")]
+    cases: Vec<String>,
+    /// Formats suite: formats (ClickHouse names), comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "Native,RowBinary,RowBinaryWithNamesAndTypes,TSV,CSV,JSONEachRow,Parquet,Arrow,ArrowStream"
+    )]
+    formats: Vec<String>,
+    /// Formats suite: compressions, comma-separated (none, lz4, zstd).
+    #[arg(long, value_delimiter = ',', default_value = "none,lz4")]
+    compressions: Vec<String>,
+    /// Formats suite: leave chDB out (otherwise `python3` with `chdb` runs each case too).
+    #[arg(long)]
+    no_chdb: bool,
+    /// Formats suite: directory for the serialized files (removed after each case).
+    #[arg(long, default_value = ".tessera-cache/formats-bench")]
+    formats_dir: PathBuf,
     /// The hits table as hits=FILE (.parquet or .tsv). Default: a generated table of
     /// `--rows` rows cached in `--data-dir`.
     #[arg(long = "load", value_name = "hits=FILE")]
@@ -179,7 +208,7 @@ struct Report {
     threads_scaling: Vec<ThreadScaling>,
 }
 
-fn cpu_model() -> String {
+pub(crate) fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {
@@ -316,6 +345,19 @@ fn latency_point(db: &Database, queries: &[(usize, &str)], runs: usize, cancel: 
 }
 
 pub(crate) fn run(args: BenchArgs, cancel: &CancelToken) -> Result<()> {
+    if args.suite == "formats" {
+        return crate::formats_bench::run(crate::formats_bench::FormatsArgs {
+            case_rows: args.case_rows,
+            mixed_rows: args.mixed_rows,
+            cases: args.cases,
+            formats: args.formats,
+            compressions: args.compressions,
+            chdb: !args.no_chdb,
+            dir: args.formats_dir,
+            json: args.json,
+            threads: args.threads.first().copied(),
+        });
+    }
     if args.runs == 0 {
         return Err(Error::InvalidArgument("--runs must be at least 1".into()));
     }

@@ -3,6 +3,10 @@
 //! `--max-insert-block-rows` rows), each block is sorted by the table's key and written as
 //! one part, like ClickHouse's `max_insert_block_size`. A progress bar counts rows written.
 //!
+//! `--format F` (any format of `tessera_formats`, from a file or `-` for standard input)
+//! streams the same way: batches are gathered into blocks of `--max-insert-block-rows`
+//! rows, each written as one part.
+//!
 //! A load that fails after some blocks were written keeps those parts (each part is
 //! committed on its own, as ClickHouse keeps the blocks of an INSERT inserted before an
 //! error); the error message says how many rows and parts were committed.
@@ -14,7 +18,10 @@ use std::time::Instant;
 use arrow::array::ArrayRef;
 use arrow::datatypes::SchemaRef;
 use clap::Args;
-use tessera_engine::{Codec, DEFAULT_GRANULE_ROWS, Database, DiskTable, Error, Result, TableOptions};
+use tessera_engine::{
+    Codec, Compression, DEFAULT_GRANULE_ROWS, Database, DiskTable, Error, Format, Input as FormatInput, ReadOptions, Result,
+    TableOptions,
+};
 
 use crate::progress_bar;
 
@@ -52,9 +59,21 @@ pub(crate) struct LoadArgs {
     /// time (Parquet: whole row groups, at least one), bounding memory.
     #[arg(long, default_value_t = DEFAULT_MAX_INSERT_BLOCK_ROWS)]
     max_insert_block_rows: usize,
+    /// Input format, a ClickHouse name (Native, RowBinaryWithNamesAndTypes, CSV, TSV,
+    /// JSONEachRow, Parquet, Arrow, ArrowStream, ..., any case). Without it the file's
+    /// extension decides: .parquet (Parquet, read row group by row group) or .tsv
+    /// (ClickBench's `hits` TSV). Formats without column types need an existing table
+    /// (or the table `hits`, which gets ClickBench's schema).
+    #[arg(long)]
+    format: Option<String>,
+    /// Compression of the input with --format: none, lz4 or zstd (ClickHouse compressed
+    /// blocks, as `tessera query --compression` writes them; Arrow and Parquet say their
+    /// own compression).
+    #[arg(long, default_value = "none")]
+    compression: String,
     /// Table name.
     table: String,
-    /// Input file: .parquet or .tsv (TSV only for `hits`, with the ClickBench schema).
+    /// Input file (`-` for standard input, with --format).
     file: PathBuf,
 }
 
@@ -126,6 +145,12 @@ pub(crate) fn run(args: LoadArgs) -> Result<()> {
     }
     let db = Database::open(&args.db)?;
     crate::print_open_warnings(&db);
+    if let Some(f) = &args.format {
+        return run_format(&args, &db, Format::parse(f)?, Compression::parse(&args.compression)?);
+    }
+    if args.file.as_os_str() == "-" {
+        return Err(Error::InvalidArgument("reading standard input needs --format".into()));
+    }
     let start = Instant::now();
     let is_hits = args.table.eq_ignore_ascii_case("hits");
     let input = open_input(&args, is_hits)?;
@@ -135,21 +160,7 @@ pub(crate) fn run(args: LoadArgs) -> Result<()> {
             let map = column_map(&args.table, t.schema(), &schema, &args.file)?;
             (t, map)
         }
-        None => {
-            let codec = Codec::parse(&args.codec)
-                .ok_or_else(|| Error::InvalidArgument(format!("--codec {}: use lz4, zstd, zstd(LEVEL) or none", args.codec)))?;
-            let order_by = args.order_by.clone().unwrap_or_else(|| {
-                if is_hits { HITS_SORT_KEY.iter().map(|s| s.to_string()).collect() } else { Vec::new() }
-            });
-            let opts = TableOptions {
-                order_by,
-                codec,
-                granule_rows: args.granule_rows,
-                encodings: !args.no_encodings,
-                ..TableOptions::default()
-            };
-            (db.create_table(&args.table, schema.clone(), opts)?, (0..schema.fields().len()).collect())
-        }
+        None => (db.create_table(&args.table, schema.clone(), table_options(&args, is_hits)?)?, (0..schema.fields().len()).collect()),
     };
     let rows = input.rows;
     let bar = progress_bar(rows as u64, "rows written");
@@ -195,6 +206,133 @@ pub(crate) fn run(args: LoadArgs) -> Result<()> {
         table.num_rows(),
         table.num_parts(),
         table.disk_size() as f64 / (1 << 20) as f64
+    );
+    Ok(())
+}
+
+/// The options of a new table from the command line.
+fn table_options(args: &LoadArgs, is_hits: bool) -> Result<TableOptions> {
+    let codec = Codec::parse(&args.codec)
+        .ok_or_else(|| Error::InvalidArgument(format!("--codec {}: use lz4, zstd, zstd(LEVEL) or none", args.codec)))?;
+    let order_by = args.order_by.clone().unwrap_or_else(|| {
+        if is_hits { HITS_SORT_KEY.iter().map(|s| s.to_string()).collect() } else { Vec::new() }
+    });
+    Ok(TableOptions { order_by, codec, granule_rows: args.granule_rows, encodings: !args.no_encodings, ..TableOptions::default() })
+}
+
+/// A reader that reports the bytes read so far.
+struct CountingRead<R> {
+    inner: R,
+    read: u64,
+    report: Box<dyn Fn(u64) + Send>,
+}
+
+impl<R: std::io::Read> std::io::Read for CountingRead<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        (self.report)(self.read);
+        Ok(n)
+    }
+}
+
+/// `tessera load --format F`: the input is read batch by batch, and every
+/// `--max-insert-block-rows` rows (at least one batch) are sorted and written as one part
+/// that commits on its own, as the Parquet path does. A progress bar counts the input's
+/// bytes (or, for Arrow and Parquet files, rows written).
+fn run_format(args: &LoadArgs, db: &Database, format: Format, compression: Compression) -> Result<()> {
+    let start = Instant::now();
+    let is_hits = args.table.eq_ignore_ascii_case("hits");
+    let existing = db.disk_table(&args.table);
+    let target = match &existing {
+        Some(t) => Some(t.schema().clone()),
+        None if is_hits && !format.carries_types() => Some(tessera_datasets::hits::schema()),
+        None => None,
+    };
+    let stdin = args.file.as_os_str() == "-";
+    let size = if stdin {
+        None
+    } else {
+        Some(std::fs::metadata(&args.file).map_err(|e| Error::Io { path: args.file.clone(), source: e })?.len())
+    };
+    let by_rows = format.compresses_inside() && !stdin;
+    let bar = match (by_rows, size) {
+        (false, Some(n)) => progress_bar(n, "bytes read"),
+        _ => indicatif::ProgressBar::new_spinner(),
+    };
+    let input = if stdin {
+        let b = bar.clone();
+        FormatInput::Stream(Box::new(CountingRead { inner: std::io::stdin(), read: 0, report: Box::new(move |n| b.set_position(n)) }))
+    } else {
+        let f = std::fs::File::open(&args.file).map_err(|e| Error::Io { path: args.file.clone(), source: e })?;
+        if by_rows {
+            FormatInput::File(f)
+        } else {
+            let b = bar.clone();
+            FormatInput::Stream(Box::new(CountingRead { inner: f, read: 0, report: Box::new(move |n| b.set_position(n)) }))
+        }
+    };
+    let opts = ReadOptions { compression, schema: target, source: args.file.clone() };
+    let mut reader = tessera_engine::read_format(format, input, &opts)?;
+    let table = match existing {
+        Some(t) => t,
+        None => db.create_table(&args.table, reader.schema(), table_options(args, is_hits)?)?,
+    };
+    let (mut written, mut parts) = (0u64, 0usize);
+    let mut pending: Vec<arrow::array::RecordBatch> = Vec::new();
+    let mut pending_rows = 0usize;
+    let mut flush = |pending: &mut Vec<arrow::array::RecordBatch>, pending_rows: &mut usize| -> Result<()> {
+        if *pending_rows == 0 {
+            return Ok(());
+        }
+        let ncols = table.schema().fields().len();
+        let columns: Vec<Vec<ArrayRef>> = (0..ncols).map(|c| pending.iter().map(|b| b.column(c).clone()).collect()).collect();
+        table.insert_chunks(&columns, &|r| {
+            if by_rows {
+                bar.inc(r as u64);
+            }
+        })?;
+        written += *pending_rows as u64;
+        parts += 1;
+        pending.clear();
+        *pending_rows = 0;
+        Ok(())
+    };
+    let result = (|| -> Result<()> {
+        for b in reader.by_ref() {
+            let b = b?;
+            pending_rows += b.num_rows();
+            pending.push(b);
+            if pending_rows >= args.max_insert_block_rows {
+                flush(&mut pending, &mut pending_rows)?;
+            }
+        }
+        flush(&mut pending, &mut pending_rows)
+    })();
+    drop(flush);
+    if let Err(e) = result {
+        bar.abandon();
+        if parts > 0 {
+            eprintln!(
+                "error: the load stopped after committing {written} rows as {parts} part(s); they stay in table {} \
+                 (each part commits on its own, like ClickHouse's insert blocks)",
+                args.table
+            );
+        }
+        return Err(e);
+    }
+    bar.finish_and_clear();
+    if args.optimize {
+        table.optimize()?;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    eprintln!(
+        "loaded {written} rows ({format}) into {}/{} in {secs:.1} s ({:.2} M rows/s); table: {} rows, {} parts",
+        db_dir(&args.db),
+        args.table,
+        written as f64 / secs / 1e6,
+        table.num_rows(),
+        table.num_parts(),
     );
     Ok(())
 }

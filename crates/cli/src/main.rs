@@ -3,6 +3,7 @@
 
 mod bench;
 mod compare;
+mod formats_bench;
 mod load;
 mod output;
 mod throughput;
@@ -12,7 +13,7 @@ use std::sync::Arc;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use tessera_engine::{CancelToken, Database, Error, Result};
 
@@ -58,9 +59,22 @@ enum Cmd {
         /// memory stays bounded whatever the file size. A TSV file is parsed into memory.
         #[arg(long = "load", value_name = "NAME=FILE")]
         load: Vec<String>,
-        /// Output format.
-        #[arg(long, value_enum, default_value_t = Format::Table)]
-        format: Format,
+        /// Output format: `table` (a pretty table, the default) or a ClickHouse format name,
+        /// any case: Native, RowBinary, RowBinaryWithNames, RowBinaryWithNamesAndTypes,
+        /// TabSeparated (TSV), TabSeparatedWithNames (TSVWithNames), CSV, CSVWithNames,
+        /// JSONEachRow, Parquet, Arrow, ArrowStream. Formats are written batch by batch.
+        /// For `INSERT INTO t FORMAT F` without data, the rows are read from standard input.
+        #[arg(long, default_value = "table")]
+        format: String,
+        /// Compression: none, lz4, zstd or zstd(LEVEL). Native, RowBinary and the text
+        /// formats get ClickHouse compressed blocks (checksummed, as clickhouse-client
+        /// --compression); Arrow and Parquet compress inside the format. For an
+        /// `INSERT .. FORMAT` from standard input: what the input was written with.
+        #[arg(long, default_value = "none")]
+        compression: String,
+        /// Write the answer to this file instead of standard output.
+        #[arg(long)]
+        out: Option<PathBuf>,
         /// Worker threads (max_threads); default: vCPUs.
         #[arg(long)]
         threads: Option<usize>,
@@ -74,7 +88,12 @@ enum Cmd {
         /// The SQL statement.
         sql: String,
     },
-    /// Benchmark ClickBench queries: 1 warm-up + N runs per query; mean, min, median.
+    /// Benchmark ClickBench queries (1 warm-up + N runs per query; mean, min, median), or
+    /// data formats with `--suite formats`.
+    #[command(after_help = "Examples:\n  \
+        tessera bench                                         # ClickBench Q19, Q33, Q34 on 1M generated rows\n  \
+        tessera bench --load hits=hits.parquet --queries 19,33,34 --runs 3 --json out.json\n  \
+        tessera bench --suite formats --case-rows 1000000 --mixed-rows 600000 --formats Native,CSV --compressions none,lz4 --json formats.json")]
     Bench(bench::BenchArgs),
     /// Compare two `tessera bench --json` files: per-query times, gain %, totals, QPS;
     /// Markdown on stdout, optional SVG chart.
@@ -99,14 +118,6 @@ enum GenWhat {
     },
 }
 
-/// Output formats of `tessera query`.
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub(crate) enum Format {
-    Table,
-    Csv,
-    Tsv,
-    Json,
-}
 
 /// Exit codes: 0 success (also when the reader of stdout went away), 1 I/O, data or
 /// internal errors, 2 bad arguments or settings, 3 an invalid query (syntax, names, types),
@@ -152,7 +163,13 @@ fn run(cli: Cli, cancel: &CancelToken) -> Result<()> {
             generate_hits(&out, rows, seed)?;
             Ok(())
         }
-        Cmd::Query { load, format, threads, db, profile, sql } => {
+        Cmd::Query { load, format, compression, out, threads, db, profile, sql } => {
+            let compression = tessera_engine::Compression::parse(&compression)?;
+            let format = if format.eq_ignore_ascii_case("table") || format.eq_ignore_ascii_case("pretty") {
+                None
+            } else {
+                Some(tessera_engine::Format::parse(&format)?)
+            };
             // Only a CREATE TABLE may create the database directory; any other statement
             // on a missing directory is an error, not an empty database.
             let creates = sql.trim_start().get(..6).is_some_and(|w| w.eq_ignore_ascii_case("create"));
@@ -181,8 +198,13 @@ fn run(cli: Cli, cancel: &CancelToken) -> Result<()> {
                 seen.push(lower);
                 load_table(&db, &name, &path, true)?;
             }
-            let (batches, p) = db.sql_in(&sql, None, cancel)?;
-            output::print(&batches, format)?;
+            let p = if tessera_engine::reads_input(&sql) {
+                let stdin = std::io::stdin();
+                db.sql_with_input(&sql, tessera_engine::Input::Stream(Box::new(stdin)), compression)?;
+                tessera_engine::Profile::default()
+            } else {
+                output::answer(&db, &sql, format, compression, out.as_deref(), cancel)?
+            };
             if profile {
                 eprintln!(
                     "profile: layout {} groups {} rows_in {} two_level {} peak_memory {:.1} MiB spills {} spilled_runs {} \

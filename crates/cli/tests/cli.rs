@@ -100,8 +100,8 @@ fn load_into_an_existing_table_from_a_file_with_fewer_columns_names_them() {
     );
     let o = tessera(&["load", "--db", db.to_str().unwrap(), "e", reordered.to_str().unwrap()]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
-    let o = tessera(&["query", "--db", db.to_str().unwrap(), "--format", "csv", "SELECT b, c FROM e WHERE a = 5"]);
-    assert_eq!(stdout(&o), "b,c\nb5,10\nx,10\n", "{}", stderr(&o));
+    let o = tessera(&["query", "--db", db.to_str().unwrap(), "--format", "TSVWithNames", "SELECT b, c FROM e WHERE a = 5"]);
+    assert_eq!(stdout(&o), "b\tc\nb5\t10\nx\t10\n", "{}", stderr(&o));
 }
 
 #[test]
@@ -137,7 +137,7 @@ fn damaged_database_is_refused_and_copied_parts_are_detached_with_a_warning() {
         assert_eq!(code(&o), 0, "{}", stderr(&o));
     }
     let q = |format: &str| tessera(&["query", "--db", db.to_str().unwrap(), "--format", format, "SELECT COUNT(*) AS n FROM e"]);
-    assert_eq!(stdout(&q("csv")), "n\n4000\n");
+    assert_eq!(stdout(&q("TSVWithNames")), "n\n4000\n");
     // A copy of a part under another part name: detached, not counted, a warning.
     let t = db.join("e");
     let copy = t.join("0000000005_0000000005_0");
@@ -146,7 +146,7 @@ fn damaged_database_is_refused_and_copied_parts_are_detached_with_a_warning() {
         let e = e.unwrap();
         std::fs::copy(e.path(), copy.join(e.file_name())).unwrap();
     }
-    let o = q("csv");
+    let o = q("TSVWithNames");
     assert_eq!((code(&o), stdout(&o).as_str()), (0, "n\n4000\n"), "{}", stderr(&o));
     assert!(stderr(&o).contains("warning: table e: part directory 0000000005_0000000005_0 is not in manifest.txt"), "{}", stderr(&o));
     assert!(t.join("detached/unexpected_0000000005_0000000005_0").is_dir());
@@ -176,12 +176,15 @@ fn csv_and_json_tell_null_from_empty_string_end_to_end() {
         let o = tessera(&["query", "--db", db, sql]);
         assert_eq!(code(&o), 0, "{sql}: {}", stderr(&o));
     }
-    let o = tessera(&["query", "--db", db, "--format", "csv", "SELECT k, s FROM x ORDER BY k"]);
-    assert_eq!(stdout(&o), "k,s\n1,\"\"\n2,\n3,\"a,b\"\n", "{}", stderr(&o));
-    let o = tessera(&["query", "--db", db, "--format", "json", "SELECT k, s FROM x ORDER BY k"]);
-    assert_eq!(stdout(&o), "[{\"k\":1,\"s\":\"\"},{\"k\":2,\"s\":null},{\"k\":3,\"s\":\"a,b\"}]\n", "{}", stderr(&o));
-    let o = tessera(&["query", "--db", db, "--format", "tsv", "SELECT k, s FROM x ORDER BY k"]);
+    // ClickHouse's formats: NULL is \N in CSV and TSV, null in JSON; '' is "" in CSV.
+    let o = tessera(&["query", "--db", db, "--format", "CSVWithNames", "SELECT k, s FROM x ORDER BY k"]);
+    assert_eq!(stdout(&o), "\"k\",\"s\"\n1,\"\"\n2,\\N\n3,\"a,b\"\n", "{}", stderr(&o));
+    let o = tessera(&["query", "--db", db, "--format", "jsoneachrow", "SELECT k, s FROM x ORDER BY k"]);
+    assert_eq!(stdout(&o), "{\"k\":1,\"s\":\"\"}\n{\"k\":2,\"s\":null}\n{\"k\":3,\"s\":\"a,b\"}\n", "{}", stderr(&o));
+    let o = tessera(&["query", "--db", db, "--format", "tsvwithnames", "SELECT k, s FROM x ORDER BY k"]);
     assert_eq!(stdout(&o), "k\ts\n1\t\n2\t\\N\n3\ta,b\n", "{}", stderr(&o));
+    let o = tessera(&["query", "--db", db, "--format", "json", "SELECT k FROM x"]);
+    assert_eq!(code(&o), 2, "an unknown format name is a bad argument");
 }
 
 /// A Parquet file with only some of the hits columns gets the official types column by
@@ -198,9 +201,9 @@ fn subset_of_hits_columns_gets_the_hits_types() {
         ],
     );
     let load = format!("hits={}", f.display());
-    let o = tessera(&["query", "--load", &load, "--format", "csv", "SELECT toMinute(EventTime) AS m, Extra FROM hits ORDER BY m"]);
+    let o = tessera(&["query", "--load", &load, "--format", "TSVWithNames", "SELECT toMinute(EventTime) AS m, Extra FROM hits ORDER BY m"]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
-    assert_eq!(stdout(&o), "m,Extra\n34,7\n35,8\n");
+    assert_eq!(stdout(&o), "m\tExtra\n34\t7\n35\t8\n");
 }
 
 /// A Parquet file of `n` rows in row groups of `rg` rows: `k` (13 values), `s` (17 values),
@@ -244,7 +247,7 @@ fn multi_part_load_and_optimize_answer_like_a_single_part_load() {
     let (merged, e3) = load("merged", &["--max-insert-block-rows", "2500", "--optimize"]);
     assert!(e3.contains("merged 10 parts") && e3.contains("20000 rows, 1 parts"), "{e3}");
     let answer = |db: &Path, sql: &str| {
-        let o = tessera(&["query", "--db", db.to_str().unwrap(), "--format", "csv", sql]);
+        let o = tessera(&["query", "--db", db.to_str().unwrap(), "--format", "TSVWithNames", sql]);
         assert_eq!(code(&o), 0, "{sql}: {}", stderr(&o));
         stdout(&o)
     };
@@ -289,8 +292,8 @@ fn corrupt_row_group_mid_stream_keeps_the_parts_committed_before_it() {
     let e = stderr(&o);
     assert!(e.contains("row group 6"), "{e}");
     assert!(e.contains("committing 6000 of 10000 rows as 3 part(s)"), "{e}");
-    let o = tessera(&["query", "--db", db.to_str().unwrap(), "--format", "csv", "SELECT COUNT(*) AS n, MAX(seq) AS m FROM t"]);
-    assert_eq!((code(&o), stdout(&o).as_str()), (0, "n,m\n6000,5999\n"), "{}", stderr(&o));
+    let o = tessera(&["query", "--db", db.to_str().unwrap(), "--format", "TSVWithNames", "SELECT COUNT(*) AS n, MAX(seq) AS m FROM t"]);
+    assert_eq!((code(&o), stdout(&o).as_str()), (0, "n\tm\n6000\t5999\n"), "{}", stderr(&o));
     let left: Vec<String> =
         std::fs::read_dir(db.join("t")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert!(!left.iter().any(|n| n.starts_with("tmp_")), "{left:?}");
@@ -312,7 +315,7 @@ fn unsupported_parquet_column_is_left_out_with_a_warning() {
         ],
     );
     let spec = format!("t={}", f.display());
-    let o = tessera(&["query", "--load", &spec, "--format", "csv", "SELECT SUM(a) AS s FROM t"]);
+    let o = tessera(&["query", "--load", &spec, "--format", "TSVWithNames", "SELECT SUM(a) AS s FROM t"]);
     assert_eq!((code(&o), stdout(&o).as_str()), (0, "s\n6\n"), "{}", stderr(&o));
     assert!(stderr(&o).contains("warning:") && stderr(&o).contains("flag (Boolean)"), "{}", stderr(&o));
     let o = tessera(&["query", "--load", &spec, "SELECT flag FROM t"]);

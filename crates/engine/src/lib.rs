@@ -23,12 +23,26 @@
 //! # Ok::<(), tessera_engine::Error>(())
 //! ```
 //!
+//! Answers can be written in any of ClickHouse's data formats ([`Format`]: Native,
+//! RowBinary, TabSeparated, CSV, JSONEachRow, Parquet, Arrow, ...) with
+//! [`Database::write_query`], and rows read from them with `INSERT INTO t FORMAT F`
+//! ([`Database::sql_with_input`], [`Database::insert_format`]) or into a new in-memory table
+//! ([`Database::register_format`]).
+//!
+//! ```no_run
+//! use tessera_engine::{Database, Format, WriteOptions};
+//! let db = Database::new();
+//! db.write_query("SELECT number FROM numbers(10)", Format::Native, &WriteOptions::default(), std::io::stdout())?;
+//! # Ok::<(), tessera_engine::Error>(())
+//! ```
+//!
 //! A `Database` is `Send + Sync`: share it (`Arc<Database>`) and query from many threads at
 //! once. Each query runs on a rayon pool of `max_threads` workers.
 
 #![warn(missing_docs)]
 
 use std::collections::HashMap;
+use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -38,6 +52,7 @@ pub use tessera_common::{Error, Result, Settings, Table};
 use tessera_exec::Pools;
 pub use tessera_exec::{CancelToken, Profile, QueryContext, ServerMemory};
 use tessera_sql::Statement;
+pub use tessera_formats::{BatchReader, Compression, Format, Input, ReadOptions, WriteOptions, WriteStats};
 pub use tessera_storage::{Codec, DEFAULT_BLOCK_CACHE_BYTES, DEFAULT_GRANULE_ROWS, DiskTable, TableOptions};
 
 /// A set of named tables plus default settings and thread pools.
@@ -367,6 +382,28 @@ impl Database {
         settings: Option<&Settings>,
         cancel: &CancelToken,
     ) -> Result<(Vec<RecordBatch>, Profile)> {
+        if let Some(ins) = tessera_sql::insert_format(sql) {
+            let ins = ins?;
+            let format = Format::parse(&ins.format)?;
+            match &ins.infile {
+                Some(path) => {
+                    let f = std::fs::File::open(path).map_err(|e| Error::Io { path: path.into(), source: e })?;
+                    self.insert_format_columns(&ins.table, &ins.columns, format, Input::File(f), Compression::None, path)?;
+                }
+                None if !sql[ins.data..].trim().is_empty() => {
+                    let data = sql[ins.data..].as_bytes();
+                    self.insert_format_columns(&ins.table, &ins.columns, format, Input::Stream(Box::new(data)), Compression::None, "<query>")?;
+                }
+                None => {
+                    return Err(Error::InvalidArgument(format!(
+                        "INSERT INTO {} FORMAT {}: no data (give it inline after the format name, FROM INFILE 'file', or \
+                         as input: Database::sql_with_input, `tessera query` standard input)",
+                        ins.table, ins.format
+                    )));
+                }
+            }
+            return Ok((vec![], Profile::default()));
+        }
         match self.plan(sql)? {
             Statement::Set { name, value } => {
                 self.set(&name, &value)?;
@@ -408,6 +445,151 @@ impl Database {
         }
     }
 
+    /// Runs `sql` and writes its answer in `format` to `out`, batch by batch: the
+    /// serialized bytes are never held whole. (The answer itself is computed before the
+    /// first byte is written, as [`Database::sql_stream`] does today.) A column is
+    /// `Nullable(..)` in Native and RowBinary only if the answer holds a NULL in it (the
+    /// answer's fields are marked non-nullable otherwise). A statement without an answer
+    /// (`SET`, `INSERT`) or an answer without batches writes nothing.
+    ///
+    /// # Errors
+    /// As [`Database::sql`]; [`Error::Io`] writing `out`; [`Error::InvalidArgument`] for a
+    /// value the format cannot hold (a timestamp outside ClickHouse's `DateTime` range),
+    /// naming its row and column. Bytes written before an error stay written.
+    pub fn write_query(&self, sql: &str, format: Format, opts: &WriteOptions, out: impl Write + Send) -> Result<WriteStats> {
+        self.write_query_in(sql, None, &CancelToken::new(), format, opts, out).map(|(w, _)| w)
+    }
+
+    /// [`Database::write_query`] with settings and a cancellation token, also returning
+    /// what the executor did.
+    ///
+    /// # Errors
+    /// As [`Database::write_query`], plus [`Error::Cancelled`].
+    pub fn write_query_in(
+        &self,
+        sql: &str,
+        settings: Option<&Settings>,
+        cancel: &CancelToken,
+        format: Format,
+        opts: &WriteOptions,
+        out: impl Write + Send,
+    ) -> Result<(WriteStats, Profile)> {
+        let (batches, profile) = self.sql_in(sql, settings, cancel)?;
+        let Some(first) = batches.first() else { return Ok((WriteStats::default(), profile)) };
+        let schema = tighten_nullability(&first.schema(), &batches);
+        let out_schema = schema.clone();
+        let batches = batches.into_iter().map(move |b| {
+            if cancel.is_cancelled() {
+                return Err(Error::Cancelled);
+            }
+            Ok(RecordBatch::try_new(out_schema.clone(), b.columns().to_vec())?)
+        });
+        let stats = tessera_formats::write_batches(format, &schema, batches, out, opts)?;
+        Ok((stats, profile))
+    }
+
+    /// Runs one statement whose rows come from `input`: `INSERT INTO t [(cols)] FORMAT F`
+    /// without inline data or `FROM INFILE` (what `tessera query` does with its standard
+    /// input). `compression` is what the input was written with (see [`Compression`]).
+    ///
+    /// # Errors
+    /// As [`Database::insert_format`]; [`Error::InvalidArgument`] when `sql` is not such
+    /// a statement.
+    pub fn sql_with_input(&self, sql: &str, input: Input<'_>, compression: Compression) -> Result<Vec<RecordBatch>> {
+        match tessera_sql::insert_format(sql) {
+            Some(ins) => {
+                let ins = ins?;
+                if ins.infile.is_some() || !sql[ins.data..].trim().is_empty() {
+                    return Err(Error::InvalidArgument(
+                        "the INSERT names its data (FROM INFILE or inline) and an input was given too".into(),
+                    ));
+                }
+                self.insert_format_columns(&ins.table, &ins.columns, Format::parse(&ins.format)?, input, compression, "<input>")?;
+                Ok(vec![])
+            }
+            None => Err(Error::InvalidArgument("an input was given for a statement that reads none (only INSERT .. FORMAT does)".into())),
+        }
+    }
+
+    /// Inserts the rows of `input`, in `format`, into on-disk table `name` as one part:
+    /// all of the input is read and checked first, so a bad row anywhere inserts nothing.
+    /// (Its decoded rows are held in memory until then; `tessera load` streams big files
+    /// block by block instead, committing each block.) Columns are matched by name where
+    /// the format names them (Native, `..WithNames`, JSONEachRow, Arrow, Parquet), else by
+    /// position; a table column the input lacks is NULL (an error if not nullable).
+    /// Returns the rows inserted.
+    ///
+    /// # Errors
+    /// [`Error::UnknownTable`]; [`Error::Corrupt`] naming row and column for bad input;
+    /// [`Error::InvalidArgument`] for input columns the table lacks; [`Error::Io`].
+    pub fn insert_format(&self, name: &str, format: Format, input: Input<'_>, compression: Compression) -> Result<u64> {
+        self.insert_format_columns(name, &[], format, input, compression, "<input>")
+    }
+
+    fn insert_format_columns(
+        &self,
+        name: &str,
+        columns: &[String],
+        format: Format,
+        input: Input<'_>,
+        compression: Compression,
+        source: &str,
+    ) -> Result<u64> {
+        let table = self.disk_table(name).ok_or_else(|| Error::UnknownTable(name.into()))?;
+        let full = table.schema().clone();
+        let target = if columns.is_empty() {
+            full.clone()
+        } else {
+            let fields = columns
+                .iter()
+                .map(|c| {
+                    full.fields()
+                        .iter()
+                        .find(|f| f.name().eq_ignore_ascii_case(c))
+                        .cloned()
+                        .ok_or_else(|| Error::UnknownColumn { table: name.into(), column: c.clone() })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Arc::new(arrow::datatypes::Schema::new(fields))
+        };
+        let opts = ReadOptions { compression, schema: Some(target), source: source.into() };
+        let batches: Vec<RecordBatch> = tessera_formats::reader(format, input, &opts)?.collect::<Result<_>>()?;
+        let src = std::path::PathBuf::from(source);
+        let batches: Vec<RecordBatch> =
+            batches.iter().filter(|b| b.num_rows() > 0).map(|b| tessera_formats::conform(b, &full, &src)).collect::<Result<_>>()?;
+        let rows = batches.iter().map(|b| b.num_rows() as u64).sum();
+        if rows > 0 {
+            table.insert(&batches)?;
+        }
+        Ok(rows)
+    }
+
+    /// Reads `input` in `format` into a new in-memory table `name` (replacing one of that
+    /// name); `schema` is required for formats without types (else the input's own,
+    /// converted to the types Tessera stores). Returns the rows read.
+    ///
+    /// # Errors
+    /// As [`tessera_formats::reader`] and its batches; [`Error::InvalidArgument`] for an
+    /// input without columns.
+    pub fn register_format(
+        &self,
+        name: &str,
+        format: Format,
+        input: Input<'_>,
+        compression: Compression,
+        schema: Option<SchemaRef>,
+    ) -> Result<u64> {
+        let opts = ReadOptions { compression, schema, source: "<input>".into() };
+        let reader = tessera_formats::reader(format, input, &opts)?;
+        let schema = reader.schema();
+        let batches: Vec<RecordBatch> = reader.collect::<Result<_>>()?;
+        if schema.fields().is_empty() {
+            return Err(Error::InvalidArgument(format!("the {format} input has no columns")));
+        }
+        self.register_batches(name, schema, &batches)?;
+        Ok(batches.iter().map(|b| b.num_rows() as u64).sum())
+    }
+
     /// Reads into memory the columns `sql` needs, so that a later run measures only the
     /// query (what a benchmark's load step does). Tables that stream (on-disk tables,
     /// [streaming Parquet](Database::register_parquet_streaming)) are only planned: they
@@ -437,6 +619,35 @@ impl Database {
     fn plan(&self, sql: &str) -> Result<Statement> {
         tessera_sql::plan(sql, &|name| self.table(name))
     }
+}
+
+/// A reader of `format` over `input` (see [`tessera_formats::reader`]): batches in input
+/// order, for loaders that commit block by block.
+///
+/// # Errors
+/// As [`tessera_formats::reader`].
+pub fn read_format<'a>(format: Format, input: Input<'a>, opts: &ReadOptions) -> Result<Box<dyn BatchReader + Send + 'a>> {
+    tessera_formats::reader(format, input, opts)
+}
+
+/// Whether `sql` is an `INSERT INTO t FORMAT F` whose rows come from the caller's input
+/// (no `FROM INFILE`, no inline data): run it with [`Database::sql_with_input`].
+pub fn reads_input(sql: &str) -> bool {
+    matches!(tessera_sql::insert_format(sql), Some(Ok(i)) if i.infile.is_none() && sql[i.data..].trim().is_empty())
+}
+
+/// `schema` with the fields that hold no NULL in any of `batches` marked non-nullable.
+fn tighten_nullability(schema: &SchemaRef, batches: &[RecordBatch]) -> SchemaRef {
+    let fields: Vec<arrow::datatypes::Field> = schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let nulls = batches.iter().any(|b| b.column(i).null_count() > 0);
+            f.as_ref().clone().with_nullable(f.is_nullable() && nulls)
+        })
+        .collect();
+    Arc::new(arrow::datatypes::Schema::new_with_metadata(fields, schema.metadata().clone()))
 }
 
 #[cfg(test)]

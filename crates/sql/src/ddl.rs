@@ -184,3 +184,204 @@ fn literal(e: &Expr) -> Result<Option<String>> {
 pub(crate) fn optimize(name: &ast::ObjectName) -> Statement {
     Statement::Optimize { table: object_name(name) }
 }
+
+/// `INSERT INTO t [(c, ..)] [FROM INFILE 'path' [COMPRESSION 'none']] FORMAT Name [data]`,
+/// as ClickHouse writes it: the rows follow in format `Name`, inline after the format
+/// name (the whitespace up to and including the first line break skipped), or come from
+/// the file, or (neither given) from the caller's input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InsertFormat {
+    /// Table name.
+    pub table: String,
+    /// The columns the input holds, in order; empty means all the table's.
+    pub columns: Vec<String>,
+    /// `FROM INFILE` path.
+    pub infile: Option<String>,
+    /// The format name as written.
+    pub format: String,
+    /// Byte offset in the statement where inline data starts (== its length when none).
+    pub data: usize,
+}
+
+/// Parses `sql` as an `INSERT .. FORMAT` statement: `None` when it is not one (other
+/// statements go to the SQL parser).
+///
+/// # Errors
+/// [`Error::Parse`] for an `INSERT .. FORMAT` statement that is malformed;
+/// [`Error::NotImplemented`] for a `COMPRESSION` other than `'none'` (ClickHouse means a
+/// compressed file there; Tessera reads ClickHouse compressed blocks through its APIs'
+/// compression argument and `tessera load --compression`).
+pub fn insert_format(sql: &str) -> Option<Result<InsertFormat>> {
+    let mut lx = Words { s: sql, pos: 0 };
+    if !lx.keyword("INSERT") || !lx.keyword("INTO") {
+        return None;
+    }
+    lx.keyword("TABLE");
+    // Only statements with a FORMAT clause before any VALUES/SELECT are ours.
+    let upper = sql.to_ascii_uppercase();
+    let fmt_at = find_word(&upper, "FORMAT")?;
+    if find_word(&upper[..fmt_at], "VALUES").is_some() || find_word(&upper[..fmt_at], "SELECT").is_some() {
+        return None;
+    }
+    Some((|| {
+        let table = lx.ident().ok_or_else(|| Error::Parse("INSERT INTO: expected a table name".into()))?;
+        let mut columns = Vec::new();
+        if lx.punct('(') {
+            loop {
+                columns.push(lx.ident().ok_or_else(|| Error::Parse("INSERT INTO t (..): expected a column name".into()))?);
+                if lx.punct(')') {
+                    break;
+                }
+                if !lx.punct(',') {
+                    return Err(Error::Parse("INSERT INTO t (..): expected ',' or ')'".into()));
+                }
+            }
+        }
+        let mut infile = None;
+        if lx.keyword("FROM") {
+            if !lx.keyword("INFILE") {
+                return Err(Error::Parse("INSERT INTO t FROM: expected INFILE".into()));
+            }
+            infile = Some(lx.string().ok_or_else(|| Error::Parse("FROM INFILE: expected a quoted path".into()))?);
+            if lx.keyword("COMPRESSION") {
+                let c = lx.string().ok_or_else(|| Error::Parse("COMPRESSION: expected a quoted name".into()))?;
+                if !c.eq_ignore_ascii_case("none") {
+                    return Err(Error::not_implemented(format!(
+                        "COMPRESSION '{c}' in FROM INFILE (a compressed file); ClickHouse compressed blocks are read with \
+                         the compression argument of the API or `tessera load --compression`"
+                    )));
+                }
+            }
+        }
+        if !lx.keyword("FORMAT") {
+            return Err(Error::Parse("INSERT .. FORMAT: expected FORMAT after the table (and columns, FROM INFILE)".into()));
+        }
+        let format = lx.ident().ok_or_else(|| Error::Parse("FORMAT: expected a format name".into()))?;
+        // Inline data starts after the whitespace up to and including the first newline.
+        let rest = &sql[lx.pos..];
+        let mut data = lx.pos;
+        for (i, c) in rest.char_indices() {
+            if c == '\n' {
+                data = lx.pos + i + 1;
+                break;
+            }
+            if !c.is_whitespace() {
+                data = lx.pos + i;
+                break;
+            }
+            data = lx.pos + i + c.len_utf8();
+        }
+        if infile.is_some() && !sql[data..].trim().is_empty() {
+            return Err(Error::Parse("INSERT .. FROM INFILE .. FORMAT: no data may follow the format name".into()));
+        }
+        Ok(InsertFormat { table, columns, infile, format, data })
+    })())
+}
+
+/// The byte offset of `word` as a whole word in `upper`, outside quotes.
+fn find_word(upper: &str, word: &str) -> Option<usize> {
+    let b = upper.as_bytes();
+    let mut quote = None;
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if c == b'\'' || c == b'"' || c == b'`' => quote = Some(c),
+            None if upper[i..].starts_with(word)
+                && (i == 0 || !is_word(b[i - 1]))
+                && b.get(i + word.len()).is_none_or(|&n| !is_word(n)) =>
+            {
+                return Some(i);
+            }
+            None => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+fn is_word(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_'
+}
+
+/// A cursor over the words of an `INSERT .. FORMAT` statement.
+struct Words<'a> {
+    s: &'a str,
+    pos: usize,
+}
+
+impl Words<'_> {
+    fn skip_ws(&mut self) {
+        let rest = &self.s[self.pos..];
+        self.pos += rest.len() - rest.trim_start().len();
+    }
+
+    fn keyword(&mut self, kw: &str) -> bool {
+        self.skip_ws();
+        let rest = &self.s.as_bytes()[self.pos..];
+        if rest.len() >= kw.len() && rest[..kw.len()].eq_ignore_ascii_case(kw.as_bytes()) && rest.get(kw.len()).is_none_or(|&c| !is_word(c)) {
+            self.pos += kw.len();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn punct(&mut self, c: char) -> bool {
+        self.skip_ws();
+        if self.s[self.pos..].starts_with(c) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// A name: bare (letters, digits, `_`, `.`) or quoted with `"` or backquotes.
+    fn ident(&mut self) -> Option<String> {
+        self.skip_ws();
+        let rest = &self.s[self.pos..];
+        if let Some(q) = rest.chars().next().filter(|&c| c == '"' || c == '`') {
+            let end = rest[1..].find(q)?;
+            self.pos += end + 2;
+            return Some(rest[1..=end].to_string());
+        }
+        let n = rest.bytes().take_while(|&c| is_word(c) || c == b'.').count();
+        if n == 0 {
+            return None;
+        }
+        self.pos += n;
+        Some(rest[..n].to_string())
+    }
+
+    fn string(&mut self) -> Option<String> {
+        self.skip_ws();
+        let rest = &self.s[self.pos..];
+        let body = rest.strip_prefix('\'')?;
+        let end = body.find('\'')?;
+        self.pos += end + 2;
+        Some(body[..end].to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn insert_format_statements() {
+        let f = insert_format("INSERT INTO t FORMAT CSV\n1,2\n").unwrap().unwrap();
+        assert_eq!((f.table.as_str(), f.format.as_str(), &"INSERT INTO t FORMAT CSV\n1,2\n"[f.data..]), ("t", "CSV", "1,2\n"));
+        let f = insert_format("insert into db.t (a, `b c`) from infile '/x/y.bin' compression 'none' format Native").unwrap().unwrap();
+        assert_eq!(f.columns, vec!["a".to_string(), "b c".to_string()]);
+        assert_eq!(f.infile.as_deref(), Some("/x/y.bin"));
+        assert_eq!(f.format, "Native");
+        assert!(insert_format("INSERT INTO t VALUES (1, 'FORMAT')").is_none());
+        assert!(insert_format("SELECT 1").is_none());
+        assert!(matches!(insert_format("INSERT INTO t FROM INFILE 'a' COMPRESSION 'lz4' FORMAT CSV"), Some(Err(Error::NotImplemented(_)))));
+        assert!(matches!(insert_format("INSERT INTO t FORMAT"), Some(Err(Error::Parse(_)))));
+        assert!(matches!(insert_format("INSERT INTO t FROM INFILE 'a' FORMAT CSV 1,2"), Some(Err(Error::Parse(_)))));
+    }
+}

@@ -10,17 +10,21 @@
 //! `ORDER BY` by output alias, expression, aggregate or position, `ASC`/`DESC`,
 //! `NULLS FIRST/LAST` (default NULLS LAST, as ClickHouse and DuckDB); `LIMIT`, `OFFSET`; a
 //! query's `SETTINGS name = value` clause; `SET name = value`.
-//! On-disk tables: `CREATE TABLE .. ORDER BY (..)`, `INSERT INTO .. VALUES`, `OPTIMIZE TABLE`
-//! (carried out by the engine).
+//! On-disk tables: `CREATE TABLE .. ORDER BY (..)`, `INSERT INTO .. VALUES`,
+//! `INSERT INTO .. [FROM INFILE 'f'] FORMAT F` ([`insert_format`]), `OPTIMIZE TABLE`
+//! (carried out by the engine). Table functions `numbers(N)`, `numbers(start, N)`,
+//! `numbers_mt(..)`.
 //! Anything else is [`Error::NotImplemented`] naming the construct.
 
 #![warn(missing_docs)]
 
 mod ddl;
 mod lex;
+mod numbers;
 mod planner;
 mod statement;
 
+pub use ddl::{InsertFormat, insert_format};
 pub use planner::plan;
 pub use statement::Statement;
 pub use tessera_common::{Error, Result};

@@ -35,9 +35,16 @@ impl Val {
         })
     }
 
+    /// `CAST`: between integer types it wraps as ClickHouse's does (`CAST(255 AS Int8)` is
+    /// -1, `(number % 256)::Int8` cycles through -128..127); other casts are Arrow's, where a
+    /// value that does not convert is an error.
     fn cast(&self, to: &DataType) -> Result<Val> {
-        if self.array().data_type() == to {
+        let from = self.array().data_type();
+        if from == to {
             return Ok(self.clone());
+        }
+        if from.is_integer() && to.is_integer() {
+            return self.map(|a| wrapping_int_cast(a, to));
         }
         let opts = CastOptions { safe: false, ..Default::default() };
         self.map(|a| Ok(cast_with_options(a, to, &opts)?))
@@ -328,5 +335,29 @@ fn eval_func(func: &Func, args: &[Expr], dtype: &DataType, cols: &[Option<ArrayR
             }
             acc
         }
+    })
+}
+
+/// Integer `a` as integer type `to`, keeping the low bits (two's complement), as
+/// ClickHouse's CAST between integer types does.
+fn wrapping_int_cast(a: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
+    use arrow::datatypes::*;
+    // Every integer type's bits as i64 (UInt64 reinterpreted), then truncated to `to`.
+    let wide: PrimitiveArray<Int64Type> = match a.data_type() {
+        DataType::UInt64 => a.as_primitive::<UInt64Type>().unary(|v| v as i64),
+        _ => cast_with_options(a, &DataType::Int64, &CastOptions { safe: false, ..Default::default() })?
+            .as_primitive::<Int64Type>()
+            .clone(),
+    };
+    Ok(match to {
+        DataType::Int8 => Arc::new(wide.unary::<_, Int8Type>(|v| v as i8)),
+        DataType::Int16 => Arc::new(wide.unary::<_, Int16Type>(|v| v as i16)),
+        DataType::Int32 => Arc::new(wide.unary::<_, Int32Type>(|v| v as i32)),
+        DataType::Int64 => Arc::new(wide),
+        DataType::UInt8 => Arc::new(wide.unary::<_, UInt8Type>(|v| v as u8)),
+        DataType::UInt16 => Arc::new(wide.unary::<_, UInt16Type>(|v| v as u16)),
+        DataType::UInt32 => Arc::new(wide.unary::<_, UInt32Type>(|v| v as u32)),
+        DataType::UInt64 => Arc::new(wide.unary::<_, UInt64Type>(|v| v as u64)),
+        other => return Err(Error::internal(format!("integer cast to {other}"))),
     })
 }

@@ -250,6 +250,14 @@ impl Ctx<'_> {
                         other => Err(Error::plan(format!("argument {other} of {name}"))),
                     })
                     .collect::<Result<Vec<_>>>()?;
+                if name.eq_ignore_ascii_case("tostring") {
+                    // ClickHouse's toString: CAST to String (integers, strings and dates
+                    // print as ClickHouse prints them; floats and timestamps as Arrow does).
+                    return match <[XExpr; 1]>::try_from(args) {
+                        Ok([x]) => XExpr::cast(x, DataType::Utf8),
+                        Err(v) => Err(Error::plan(format!("toString takes 1 argument, got {}", v.len()))),
+                    };
+                }
                 XExpr::function(&name, args)
             }
             other => Err(Error::not_implemented(format!("expression {other}"))),

@@ -30,6 +30,15 @@ pub(super) fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Ta
                 let n = object_name(name);
                 (catalog(&n).ok_or(Error::UnknownTable(n))?, alias.as_ref().map(|a| a.name.value.clone()))
             }
+            TableFactor::Table { name, args: Some(args), alias, .. } => {
+                if let Some(a) = alias {
+                    check_alias(&a.name)?;
+                }
+                let n = object_name(name);
+                let t = crate::numbers::table_function(&n, &args.args)
+                    .unwrap_or_else(|| Err(Error::not_implemented(format!("table function {n}"))))?;
+                (t, alias.as_ref().map(|a| a.name.value.clone()))
+            }
             _ => return Err(Error::not_implemented("FROM other than a table name")),
         },
         [] => return Err(Error::not_implemented("SELECT without FROM")),

@@ -1,0 +1,290 @@
+//! ClickHouse compressed blocks: the framing of ClickHouse's native protocol, of
+//! `clickhouse-client --compression`, `clickhouse-compressor` and of MergeTree `.bin` files.
+//!
+//! ```text
+//!  one block:
+//!  +----------------------+--------+-----------------+-------------------+-------------+
+//!  | checksum (16 bytes)  | method | compressed size | decompressed size | payload     |
+//!  | CityHash128 v1.0.2   | 1 byte | u32 LE          | u32 LE            | size - 9 B  |
+//!  | of method..payload   |        | (9 + payload)   |                   |             |
+//!  +----------------------+--------+-----------------+-------------------+-------------+
+//!  method: 0x02 none, 0x82 LZ4 (one raw LZ4 block), 0x90 ZSTD (one zstd frame)
+//!  checksum: the hash's low 64 bits, then its high 64 bits, each little-endian
+//! ```
+//!
+//! [`CompressedWriter`] cuts its input into blocks of [`BLOCK_BYTES`] uncompressed
+//! bytes (ClickHouse's `max_compress_block_size`); [`CompressedReader`] checks every
+//! block's checksum and sizes before decompressing it.
+
+use std::io::{self, Read, Write};
+use std::path::PathBuf;
+
+use crate::Compression;
+
+/// Uncompressed bytes per block: 1 MiB, ClickHouse's `max_compress_block_size` default.
+pub const BLOCK_BYTES: usize = 1 << 20;
+
+/// Largest compressed or decompressed block size accepted on input: 1 GiB, ClickHouse's
+/// `DBMS_MAX_COMPRESSED_SIZE`.
+const MAX_BLOCK_BYTES: u32 = 1 << 30;
+
+/// Bytes of the header after the checksum: method, compressed size, decompressed size.
+const HEADER_BYTES: usize = 9;
+
+const METHOD_NONE: u8 = 0x02;
+const METHOD_LZ4: u8 = 0x82;
+const METHOD_ZSTD: u8 = 0x90;
+
+/// ClickHouse's checksum of a compressed block: CityHash128 (v1.0.2) of `data`, as the
+/// 16 bytes ClickHouse writes (low half first, little-endian).
+pub fn checksum(data: &[u8]) -> [u8; 16] {
+    let h = cityhash_rs::cityhash_102_128(data);
+    let mut out = [0u8; 16];
+    out[..8].copy_from_slice(&(((h >> 64) as u64).to_le_bytes()));
+    out[8..].copy_from_slice(&((h as u64).to_le_bytes()));
+    out
+}
+
+/// Compresses `data` into one ClickHouse block appended to `out`.
+///
+/// # Panics
+/// If `data` is longer than 1 GiB (callers pass at most [`BLOCK_BYTES`]).
+pub fn compress_block(data: &[u8], compression: Compression, out: &mut Vec<u8>) {
+    assert!(data.len() <= MAX_BLOCK_BYTES as usize, "block of {} bytes", data.len());
+    let start = out.len();
+    out.resize(start + 16 + HEADER_BYTES, 0);
+    let method = match compression {
+        Compression::None => {
+            out.extend_from_slice(data);
+            METHOD_NONE
+        }
+        Compression::Lz4 => {
+            let bound = lz4_flex::block::get_maximum_output_size(data.len());
+            let at = out.len();
+            out.resize(at + bound, 0);
+            let n = lz4_flex::block::compress_into(data, &mut out[at..]).expect("output sized by get_maximum_output_size");
+            out.truncate(at + n);
+            METHOD_LZ4
+        }
+        Compression::Zstd(level) => {
+            let at = out.len();
+            let bound = zstd::zstd_safe::compress_bound(data.len());
+            out.resize(at + bound, 0);
+            let n = zstd::bulk::compress_to_buffer(data, &mut out[at..], level).expect("output sized by compress_bound");
+            out.truncate(at + n);
+            METHOD_ZSTD
+        }
+    };
+    let compressed = (out.len() - start - 16) as u32;
+    out[start + 16] = method;
+    out[start + 17..start + 21].copy_from_slice(&compressed.to_le_bytes());
+    out[start + 21..start + 25].copy_from_slice(&(data.len() as u32).to_le_bytes());
+    let sum = checksum(&out[start + 16..]);
+    out[start..start + 16].copy_from_slice(&sum);
+}
+
+/// A [`Write`] that sends ClickHouse compressed blocks of what is written to the inner sink.
+/// [`Write::flush`] ends the current block (an empty buffer writes nothing); dropping the
+/// writer flushes too, but ignores errors: call `flush` to see them.
+pub struct CompressedWriter<W: Write> {
+    inner: W,
+    compression: Compression,
+    buf: Vec<u8>,
+    out: Vec<u8>,
+}
+
+impl<W: Write> CompressedWriter<W> {
+    /// A writer compressing with `compression` (`None` still frames: method 0x02).
+    pub fn new(inner: W, compression: Compression) -> Self {
+        CompressedWriter { inner, compression, buf: Vec::with_capacity(BLOCK_BYTES), out: Vec::new() }
+    }
+
+    fn emit(&mut self) -> io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        self.out.clear();
+        compress_block(&self.buf, self.compression, &mut self.out);
+        self.buf.clear();
+        self.inner.write_all(&self.out)
+    }
+}
+
+impl<W: Write> Write for CompressedWriter<W> {
+    fn write(&mut self, mut data: &[u8]) -> io::Result<usize> {
+        let n = data.len();
+        while !data.is_empty() {
+            let take = (BLOCK_BYTES - self.buf.len()).min(data.len());
+            self.buf.extend_from_slice(&data[..take]);
+            data = &data[take..];
+            if self.buf.len() == BLOCK_BYTES {
+                self.emit()?;
+            }
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.emit()?;
+        self.inner.flush()
+    }
+}
+
+impl<W: Write> Drop for CompressedWriter<W> {
+    fn drop(&mut self) {
+        let _ = self.flush();
+    }
+}
+
+/// A [`Read`] of the decompressed bytes of ClickHouse compressed blocks. A damaged block
+/// (checksum, method, sizes, truncation, payload) is an [`io::ErrorKind::InvalidData`]
+/// error whose message names the block and its byte offset; the format readers turn it
+/// into [`tessera_common::Error::Corrupt`].
+pub struct CompressedReader<R: Read> {
+    inner: R,
+    source: PathBuf,
+    buf: Vec<u8>,
+    pos: usize,
+    payload: Vec<u8>,
+    /// Blocks read so far, and the input offset of the next one.
+    blocks: u64,
+    offset: u64,
+}
+
+impl<R: Read> CompressedReader<R> {
+    /// A reader of the blocks of `inner`; `source` names it in errors.
+    pub fn new(inner: R, source: PathBuf) -> Self {
+        CompressedReader { inner, source, buf: Vec::new(), pos: 0, payload: Vec::new(), blocks: 0, offset: 0 }
+    }
+
+    fn bad(&self, what: &str) -> io::Error {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{}: compressed block {} at byte {}: {what}",
+                self.source.display(),
+                self.blocks + 1,
+                self.offset
+            ),
+        )
+    }
+
+    /// Reads the next block into `buf`; `false` at a clean end of input.
+    fn next_block(&mut self) -> io::Result<bool> {
+        let mut head = [0u8; 16 + HEADER_BYTES];
+        let mut got = 0;
+        while got < head.len() {
+            match self.inner.read(&mut head[got..]) {
+                Ok(0) if got == 0 => return Ok(false),
+                Ok(0) => return Err(self.bad("truncated header")),
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let method = head[16];
+        let compressed = u32::from_le_bytes(head[17..21].try_into().expect("4 bytes"));
+        let decompressed = u32::from_le_bytes(head[21..25].try_into().expect("4 bytes"));
+        if !(HEADER_BYTES as u32..=MAX_BLOCK_BYTES).contains(&compressed) || decompressed > MAX_BLOCK_BYTES {
+            return Err(self.bad(&format!("sizes out of range (compressed {compressed}, decompressed {decompressed})")));
+        }
+        let payload_len = (compressed as usize) - HEADER_BYTES;
+        self.payload.clear();
+        self.payload.extend_from_slice(&head[16..]);
+        let read = (&mut self.inner).take(payload_len as u64).read_to_end(&mut self.payload)?;
+        if read < payload_len {
+            return Err(self.bad(&format!("truncated payload ({read} of {payload_len} bytes)")));
+        }
+        if checksum(&self.payload) != head[..16] {
+            return Err(self.bad("checksum mismatch"));
+        }
+        let data = &self.payload[HEADER_BYTES..];
+        self.buf.clear();
+        match method {
+            METHOD_NONE => {
+                if data.len() != decompressed as usize {
+                    return Err(self.bad("uncompressed block size mismatch"));
+                }
+                self.buf.extend_from_slice(data);
+            }
+            METHOD_LZ4 => {
+                self.buf.resize(decompressed as usize, 0);
+                match lz4_flex::block::decompress_into(data, &mut self.buf) {
+                    Ok(n) if n == decompressed as usize => {}
+                    _ => return Err(self.bad("bad LZ4 payload")),
+                }
+            }
+            METHOD_ZSTD => {
+                self.buf.reserve(decompressed as usize);
+                let mut dec = zstd::bulk::Decompressor::new().map_err(|e| self.bad(&format!("zstd: {e}")))?;
+                match dec.decompress_to_buffer(data, &mut self.buf) {
+                    Ok(n) if n == decompressed as usize => {}
+                    _ => return Err(self.bad("bad ZSTD payload")),
+                }
+            }
+            m => return Err(self.bad(&format!("unknown compression method 0x{m:02x}"))),
+        }
+        self.pos = 0;
+        self.blocks += 1;
+        self.offset += 16 + u64::from(compressed);
+        Ok(true)
+    }
+}
+
+impl<R: Read> Read for CompressedReader<R> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        while self.pos == self.buf.len() {
+            if !self.next_block()? {
+                return Ok(0);
+            }
+        }
+        let n = out.len().min(self.buf.len() - self.pos);
+        out[..n].copy_from_slice(&self.buf[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(data: &[u8], c: Compression) -> Vec<u8> {
+        let mut framed = Vec::new();
+        {
+            let mut w = CompressedWriter::new(&mut framed, c);
+            w.write_all(data).unwrap();
+            w.flush().unwrap();
+        }
+        let mut back = Vec::new();
+        CompressedReader::new(framed.as_slice(), "t".into()).read_to_end(&mut back).unwrap();
+        back
+    }
+
+    #[test]
+    fn blocks_round_trip_across_block_boundaries() {
+        let data: Vec<u8> = (0..(3 * BLOCK_BYTES + 17)).map(|i| (i * 7 % 251) as u8).collect();
+        for c in [Compression::None, Compression::Lz4, Compression::Zstd(1), Compression::Zstd(9)] {
+            assert_eq!(round_trip(&data, c), data, "{c:?}");
+            assert_eq!(round_trip(&[], c), Vec::<u8>::new());
+        }
+    }
+
+    #[test]
+    fn damage_is_invalid_data_never_a_panic() {
+        let data: Vec<u8> = (0..100_000u32).flat_map(|i| (i % 1000).to_le_bytes()).collect();
+        let mut framed = Vec::new();
+        compress_block(&data, Compression::Lz4, &mut framed);
+        for cut in [1, 16, 24, 25, framed.len() - 1] {
+            let err = CompressedReader::new(&framed[..cut], "t".into()).read_to_end(&mut Vec::new()).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::InvalidData, "cut {cut}: {err}");
+        }
+        for at in [0, 16, 17, 21, 30, framed.len() - 1] {
+            let mut bad = framed.clone();
+            bad[at] ^= 0x40;
+            let err = CompressedReader::new(bad.as_slice(), "t".into()).read_to_end(&mut Vec::new()).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::InvalidData, "byte {at}: {err}");
+            assert!(err.to_string().contains("block 1 at byte 0"), "{err}");
+        }
+    }
+}

@@ -1,0 +1,440 @@
+//! Column builders of the row-oriented readers (RowBinary, TabSeparated, CSV, JSONEachRow):
+//! one per column of the target schema, fed a value at a time, finished into an Arrow array
+//! per batch. Also the calendar arithmetic the text formats share.
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, BinaryArray, BooleanBufferBuilder, PrimitiveArray, StringArray};
+use arrow::buffer::{NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow::datatypes::{
+    ArrowPrimitiveType, DataType, Date32Type, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type,
+    TimeUnit, TimestampSecondType, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
+};
+use tessera_common::{Error, Result};
+
+use crate::chtype::Wire;
+
+/// String bytes in one batch's column after which the reader closes the batch early,
+/// well below the 2 GiB an Arrow Utf8/Binary array (i32 offsets) can hold.
+pub(crate) const STRING_BYTES_FLUSH: usize = 1 << 30;
+
+/// Seconds per day.
+const SECS_PER_DAY: i64 = 86_400;
+
+enum Values {
+    I8(Vec<i8>),
+    I16(Vec<i16>),
+    I32(Vec<i32>),
+    I64(Vec<i64>),
+    U8(Vec<u8>),
+    U16(Vec<u16>),
+    U32(Vec<u32>),
+    U64(Vec<u64>),
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+    /// Days since 1970-01-01.
+    Date(Vec<i32>),
+    /// Seconds since 1970-01-01 00:00:00 UTC.
+    Time(Vec<i64>),
+    /// Value `i` is `data[offsets[i]..offsets[i + 1]]`; `utf8`: the column is Utf8.
+    Bytes { offsets: Vec<i32>, data: Vec<u8>, utf8: bool },
+}
+
+/// The values of one column of one batch being read.
+pub(crate) struct ColumnBuilder {
+    values: Values,
+    nulls: Option<BooleanBufferBuilder>,
+}
+
+impl ColumnBuilder {
+    /// A builder for a column of type `dt`, nullable or not.
+    ///
+    /// # Errors
+    /// [`Error::NotImplemented`] for a type Tessera does not store.
+    pub(crate) fn new(dt: &DataType, nullable: bool, capacity: usize) -> Result<Self> {
+        let values = match dt {
+            DataType::Int8 => Values::I8(Vec::with_capacity(capacity)),
+            DataType::Int16 => Values::I16(Vec::with_capacity(capacity)),
+            DataType::Int32 => Values::I32(Vec::with_capacity(capacity)),
+            DataType::Int64 => Values::I64(Vec::with_capacity(capacity)),
+            DataType::UInt8 => Values::U8(Vec::with_capacity(capacity)),
+            DataType::UInt16 => Values::U16(Vec::with_capacity(capacity)),
+            DataType::UInt32 => Values::U32(Vec::with_capacity(capacity)),
+            DataType::UInt64 => Values::U64(Vec::with_capacity(capacity)),
+            DataType::Float32 => Values::F32(Vec::with_capacity(capacity)),
+            DataType::Float64 => Values::F64(Vec::with_capacity(capacity)),
+            DataType::Date32 => Values::Date(Vec::with_capacity(capacity)),
+            DataType::Timestamp(TimeUnit::Second, None) => Values::Time(Vec::with_capacity(capacity)),
+            DataType::Utf8 | DataType::Binary => {
+                let mut offsets = Vec::with_capacity(capacity + 1);
+                offsets.push(0);
+                Values::Bytes { offsets, data: Vec::new(), utf8: dt == &DataType::Utf8 }
+            }
+            other => return Err(Error::NotImplemented(format!("reading a column of type {other}"))),
+        };
+        Ok(ColumnBuilder { values, nulls: nullable.then(|| BooleanBufferBuilder::new(capacity)) })
+    }
+
+    /// Whether the string bytes passed [`STRING_BYTES_FLUSH`].
+    pub(crate) fn is_full(&self) -> bool {
+        matches!(&self.values, Values::Bytes { data, .. } if data.len() >= STRING_BYTES_FLUSH)
+    }
+
+    fn valid(&mut self) {
+        if let Some(n) = &mut self.nulls {
+            n.append(true);
+        }
+    }
+
+    /// Appends NULL.
+    ///
+    /// # Errors
+    /// A message for a NULL in a non-nullable column.
+    pub(crate) fn push_null(&mut self) -> std::result::Result<(), String> {
+        let Some(n) = &mut self.nulls else { return Err("NULL in a non-nullable column".into()) };
+        n.append(false);
+        match &mut self.values {
+            Values::I8(v) => v.push(0),
+            Values::I16(v) => v.push(0),
+            Values::I32(v) | Values::Date(v) => v.push(0),
+            Values::I64(v) | Values::Time(v) => v.push(0),
+            Values::U8(v) => v.push(0),
+            Values::U16(v) => v.push(0),
+            Values::U32(v) => v.push(0),
+            Values::U64(v) => v.push(0),
+            Values::F32(v) => v.push(0.0),
+            Values::F64(v) => v.push(0.0),
+            Values::Bytes { offsets, data, .. } => offsets.push(data.len() as i32),
+        }
+        Ok(())
+    }
+
+    /// Appends the string value `b` (already unescaped).
+    ///
+    /// # Errors
+    /// A message when the column is not a string column.
+    pub(crate) fn push_bytes(&mut self, b: &[u8]) -> std::result::Result<(), String> {
+        match &mut self.values {
+            Values::Bytes { offsets, data, .. } => {
+                data.extend_from_slice(b);
+                offsets.push(data.len() as i32);
+            }
+            _ => return self.push_text(b),
+        }
+        self.valid();
+        Ok(())
+    }
+
+    /// Whether the column holds strings (text readers pass such fields unparsed).
+    pub(crate) fn is_bytes(&self) -> bool {
+        matches!(self.values, Values::Bytes { .. })
+    }
+
+    /// Appends the value written as text `t` (ClickHouse's text forms: decimal integers,
+    /// floats with `nan`/`inf`, `YYYY-MM-DD`, `YYYY-MM-DD hh:mm:ss` or Unix seconds; strings
+    /// as they are).
+    ///
+    /// # Errors
+    /// A message saying what does not parse.
+    pub(crate) fn push_text(&mut self, t: &[u8]) -> std::result::Result<(), String> {
+        let s = || std::str::from_utf8(t).map_err(|_| format!("cannot parse {} as a number", show(t)));
+        fn int<T: std::str::FromStr>(s: &str, ty: &str) -> std::result::Result<T, String> {
+            s.parse::<T>().map_err(|_| format!("cannot parse {} as {ty}", show(s.as_bytes())))
+        }
+        match &mut self.values {
+            Values::I8(v) => v.push(int(s()?, "Int8")?),
+            Values::I16(v) => v.push(int(s()?, "Int16")?),
+            Values::I32(v) => v.push(int(s()?, "Int32")?),
+            Values::I64(v) => v.push(int(s()?, "Int64")?),
+            Values::U8(v) => v.push(int(s()?, "UInt8")?),
+            Values::U16(v) => v.push(int(s()?, "UInt16")?),
+            Values::U32(v) => v.push(int(s()?, "UInt32")?),
+            Values::U64(v) => v.push(int(s()?, "UInt64")?),
+            Values::F32(v) => v.push(parse_f32(t).ok_or_else(|| format!("cannot parse {} as Float32", show(t)))?),
+            Values::F64(v) => v.push(parse_float(t).ok_or_else(|| format!("cannot parse {} as Float64", show(t)))?),
+            Values::Date(v) => v.push(parse_date(t).ok_or_else(|| format!("cannot parse {} as a date", show(t)))?),
+            Values::Time(v) => v.push(parse_datetime(t).ok_or_else(|| format!("cannot parse {} as a DateTime", show(t)))?),
+            Values::Bytes { offsets, data, .. } => {
+                data.extend_from_slice(t);
+                offsets.push(data.len() as i32);
+            }
+        }
+        self.valid();
+        Ok(())
+    }
+
+    /// Appends one value in ClickHouse's binary layout `wire` (little-endian; `b` holds
+    /// exactly `wire.width()` bytes, or the string bytes for `String`).
+    ///
+    /// # Errors
+    /// A message when `wire` does not fit the column's type.
+    pub(crate) fn push_wire(&mut self, wire: Wire, b: &[u8]) -> std::result::Result<(), String> {
+        fn le<const N: usize>(b: &[u8]) -> [u8; N] {
+            let mut a = [0u8; N];
+            a.copy_from_slice(&b[..N]);
+            a
+        }
+        match (&mut self.values, wire) {
+            (Values::I8(v), Wire::Fixed(_)) => v.push(b[0] as i8),
+            (Values::I16(v), Wire::Fixed(_)) => v.push(i16::from_le_bytes(le(b))),
+            (Values::I32(v) | Values::Date(v), Wire::Fixed(_)) => v.push(i32::from_le_bytes(le(b))),
+            (Values::I64(v), Wire::Fixed(_)) => v.push(i64::from_le_bytes(le(b))),
+            (Values::U8(v), Wire::Fixed(_) | Wire::Bool) => v.push(b[0]),
+            (Values::U16(v), Wire::Fixed(_)) => v.push(u16::from_le_bytes(le(b))),
+            (Values::U32(v), Wire::Fixed(_)) => v.push(u32::from_le_bytes(le(b))),
+            (Values::U64(v), Wire::Fixed(_)) => v.push(u64::from_le_bytes(le(b))),
+            (Values::F32(v), Wire::Fixed(_)) => v.push(f32::from_le_bytes(le(b))),
+            (Values::F64(v), Wire::Fixed(_)) => v.push(f64::from_le_bytes(le(b))),
+            (Values::Date(v), Wire::Date) => v.push(i32::from(u16::from_le_bytes(le(b)))),
+            (Values::Time(v), Wire::DateTime) => v.push(i64::from(u32::from_le_bytes(le(b)))),
+            (Values::Time(v), Wire::DateTime64(p)) => v.push(i64::from_le_bytes(le(b)).div_euclid(10i64.pow(p))),
+            (Values::Bytes { offsets, data, .. }, Wire::String | Wire::FixedString(_)) => {
+                data.extend_from_slice(b);
+                offsets.push(data.len() as i32);
+            }
+            _ => return Err(format!("a {wire:?} value does not fit this column")),
+        }
+        self.valid();
+        Ok(())
+    }
+
+    /// The values so far as one array (the builder is left empty).
+    ///
+    /// # Errors
+    /// `(row, message)` for the first value of a Utf8 column that is not valid UTF-8
+    /// (`row` from 0 in this batch).
+    pub(crate) fn finish(&mut self) -> std::result::Result<ArrayRef, (usize, String)> {
+        let nulls = self.nulls.as_mut().map(|n| NullBuffer::new(n.finish()));
+        fn prim<T: ArrowPrimitiveType>(v: &mut Vec<T::Native>, nulls: Option<NullBuffer>) -> ArrayRef {
+            Arc::new(PrimitiveArray::<T>::new(ScalarBuffer::from(std::mem::take(v)), nulls))
+        }
+        Ok(match &mut self.values {
+            Values::I8(v) => prim::<Int8Type>(v, nulls),
+            Values::I16(v) => prim::<Int16Type>(v, nulls),
+            Values::I32(v) => prim::<Int32Type>(v, nulls),
+            Values::I64(v) => prim::<Int64Type>(v, nulls),
+            Values::U8(v) => prim::<UInt8Type>(v, nulls),
+            Values::U16(v) => prim::<UInt16Type>(v, nulls),
+            Values::U32(v) => prim::<UInt32Type>(v, nulls),
+            Values::U64(v) => prim::<UInt64Type>(v, nulls),
+            Values::F32(v) => prim::<Float32Type>(v, nulls),
+            Values::F64(v) => prim::<Float64Type>(v, nulls),
+            Values::Date(v) => prim::<Date32Type>(v, nulls),
+            Values::Time(v) => prim::<TimestampSecondType>(v, nulls),
+            Values::Bytes { offsets, data, utf8 } => {
+                let offs = std::mem::replace(offsets, vec![0]);
+                let data = std::mem::take(data);
+                if *utf8 && std::str::from_utf8(&data).is_err() {
+                    let row = offs
+                        .windows(2)
+                        .position(|w| std::str::from_utf8(&data[w[0] as usize..w[1] as usize]).is_err())
+                        .unwrap_or(0);
+                    return Err((row, "bytes that are not valid UTF-8 for a Utf8 column (store it as Binary)".into()));
+                }
+                let offs = OffsetBuffer::new(ScalarBuffer::from(offs));
+                if *utf8 {
+                    Arc::new(StringArray::try_new(offs, data.into(), nulls).map_err(|e| (0, e.to_string()))?)
+                } else {
+                    Arc::new(BinaryArray::try_new(offs, data.into(), nulls).map_err(|e| (0, e.to_string()))?)
+                }
+            }
+        })
+    }
+}
+
+/// `"text"` for messages: at most 40 bytes, invalid UTF-8 replaced.
+pub(crate) fn show(t: &[u8]) -> String {
+    let s = String::from_utf8_lossy(&t[..t.len().min(40)]);
+    if t.len() > 40 { format!("'{s}...'") } else { format!("'{s}'") }
+}
+
+/// A float in ClickHouse's text forms: Rust's syntax plus `nan`, `-nan`, `inf`, `-inf`,
+/// `+inf`, `infinity` (any case).
+pub(crate) fn parse_float(t: &[u8]) -> Option<f64> {
+    let s = std::str::from_utf8(t).ok()?;
+    let (neg, body) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let v = if body.eq_ignore_ascii_case("nan") {
+        f64::NAN
+    } else if body.eq_ignore_ascii_case("inf") || body.eq_ignore_ascii_case("infinity") {
+        f64::INFINITY
+    } else if body.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
+        body.parse::<f64>().ok()?
+    } else {
+        return None;
+    };
+    Some(if neg { -v } else { v })
+}
+
+/// A Float32 in the text forms of [`parse_float`], rounded once (from the text, not
+/// through f64).
+pub(crate) fn parse_f32(t: &[u8]) -> Option<f32> {
+    let s = std::str::from_utf8(t).ok()?;
+    let body = s.strip_prefix(['-', '+']).unwrap_or(s);
+    if body.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
+        return s.parse::<f32>().ok();
+    }
+    parse_float(t).map(|v| v as f32)
+}
+
+/// `YYYY-MM-DD` (or a day number) to days since 1970-01-01.
+pub(crate) fn parse_date(t: &[u8]) -> Option<i32> {
+    if t.len() == 10 && t[4] == b'-' && t[7] == b'-' {
+        let y = digits(&t[0..4])? as i64;
+        let m = digits(&t[5..7])?;
+        let d = digits(&t[8..10])?;
+        if !(1..=12).contains(&m) || d == 0 || d > days_in_month(y, m) {
+            return None;
+        }
+        return i32::try_from(days_from_civil(y, m, d)).ok();
+    }
+    std::str::from_utf8(t).ok()?.parse::<i32>().ok()
+}
+
+/// `YYYY-MM-DD hh:mm:ss` (also with `T`, a `.fraction` dropped, a trailing `Z`), a date
+/// alone (midnight), or Unix seconds, to seconds since 1970-01-01 00:00:00 UTC.
+pub(crate) fn parse_datetime(t: &[u8]) -> Option<i64> {
+    if t.len() >= 10 && t[4] == b'-' {
+        let days = i64::from(parse_date(&t[..10])?);
+        if t.len() == 10 {
+            return Some(days * SECS_PER_DAY);
+        }
+        let mut rest = &t[10..];
+        if rest.len() < 9 || !matches!(rest[0], b' ' | b'T') || rest[3] != b':' || rest[6] != b':' {
+            return None;
+        }
+        let (h, mi, s) = (digits(&rest[1..3])?, digits(&rest[4..6])?, digits(&rest[7..9])?);
+        if h > 23 || mi > 59 || s > 59 {
+            return None;
+        }
+        rest = &rest[9..];
+        if let Some(frac) = rest.strip_prefix(b".") {
+            let n = frac.iter().take_while(|c| c.is_ascii_digit()).count();
+            if n == 0 {
+                return None;
+            }
+            rest = &frac[n..];
+        }
+        if !(rest.is_empty() || rest == b"Z") {
+            return None;
+        }
+        return Some(days * SECS_PER_DAY + i64::from(h * 3600 + mi * 60 + s));
+    }
+    if !t.is_empty() && t.iter().all(u8::is_ascii_digit) {
+        return std::str::from_utf8(t).ok()?.parse::<i64>().ok();
+    }
+    None
+}
+
+fn digits(s: &[u8]) -> Option<u32> {
+    let mut v = 0u32;
+    for &c in s {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v * 10 + u32::from(c - b'0');
+    }
+    Some(v)
+}
+
+fn is_leap(y: i64) -> bool {
+    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
+}
+
+fn days_in_month(y: i64, m: u32) -> u32 {
+    match m {
+        2 if is_leap(y) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+pub(crate) fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let m = i64::from(m);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The (year, month, day) of a day number (inverse of [`days_from_civil`]).
+pub(crate) fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// Appends `YYYY-MM-DD` of day `days` (years outside 0..=9999 as they come, with a sign).
+pub(crate) fn write_date(out: &mut Vec<u8>, days: i64) {
+    let (y, m, d) = civil_from_days(days);
+    if (0..=9999).contains(&y) {
+        let y = y as u32;
+        out.extend_from_slice(&[
+            b'0' + (y / 1000) as u8,
+            b'0' + (y / 100 % 10) as u8,
+            b'0' + (y / 10 % 10) as u8,
+            b'0' + (y % 10) as u8,
+        ]);
+    } else {
+        out.extend_from_slice(y.to_string().as_bytes());
+    }
+    out.extend_from_slice(&[b'-', b'0' + (m / 10) as u8, b'0' + (m % 10) as u8, b'-', b'0' + (d / 10) as u8, b'0' + (d % 10) as u8]);
+}
+
+/// Appends `YYYY-MM-DD hh:mm:ss` of Unix second `secs` (UTC).
+pub(crate) fn write_datetime(out: &mut Vec<u8>, secs: i64) {
+    write_date(out, secs.div_euclid(SECS_PER_DAY));
+    let s = secs.rem_euclid(SECS_PER_DAY) as u32;
+    let (h, mi, se) = (s / 3600, s / 60 % 60, s % 60);
+    out.extend_from_slice(&[
+        b' ',
+        b'0' + (h / 10) as u8,
+        b'0' + (h % 10) as u8,
+        b':',
+        b'0' + (mi / 10) as u8,
+        b'0' + (mi % 10) as u8,
+        b':',
+        b'0' + (se / 10) as u8,
+        b'0' + (se % 10) as u8,
+    ]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calendar_round_trips() {
+        for days in [-719_528i64, -1, 0, 1, 18_262, 2_932_896, 100_000] {
+            let mut s = Vec::new();
+            write_date(&mut s, days);
+            assert_eq!(parse_date(&s).map(i64::from), Some(days), "{}", String::from_utf8_lossy(&s));
+        }
+        let mut s = Vec::new();
+        write_datetime(&mut s, 1_577_934_245);
+        assert_eq!(s, b"2020-01-02 03:04:05");
+        assert_eq!(parse_datetime(b"2020-01-02 03:04:05"), Some(1_577_934_245));
+        assert_eq!(parse_datetime(b"2020-01-02T03:04:05.123Z"), Some(1_577_934_245));
+        assert_eq!(parse_datetime(b"1577934245"), Some(1_577_934_245));
+        assert_eq!(parse_datetime(b"2020-02-30 00:00:00"), None);
+        assert_eq!(parse_datetime(b"2020-01-02 24:00:00"), None);
+        assert_eq!(parse_float(b"-nan").map(f64::is_nan), Some(true));
+        assert_eq!(parse_float(b"-inf"), Some(f64::NEG_INFINITY));
+        assert_eq!(parse_float(b"1e-7"), Some(1e-7));
+        assert_eq!(parse_float(b"abc"), None);
+    }
+}

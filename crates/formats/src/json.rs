@@ -1,0 +1,508 @@
+//! ClickHouse `JSONEachRow`: one JSON object per row, one row per line.
+//!
+//! Writing follows ClickHouse's defaults (`output_format_json_quote_64bit_integers = 0`,
+//! `output_format_json_escape_forward_slashes = 1`): numbers bare, NULL as `null`, dates
+//! and timestamps as strings, strings with `\"` `\\` `\/` `\b` `\f` `\n` `\r` `\t`,
+//! `\u00XX` for other control bytes and `\u2028`/`\u2029`, and bytes that are not UTF-8
+//! as they are. One deviation, so that every value reads back: NaN and infinities are the
+//! strings `"nan"`, `"inf"`, `"-inf"` (ClickHouse's `output_format_json_quote_denormals =
+//! 1`; its default writes `null`, losing them). ClickHouse reads both.
+//!
+//! Reading accepts objects separated by whitespace or commas, optionally inside one
+//! `[ .. ]`; numbers bare or quoted, `true`/`false` as 1/0, `null`; keys are matched to
+//! the target columns by name; a target column a row omits is NULL (an error when not
+//! nullable); an unknown key is an error (nothing is dropped silently).
+
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+
+use arrow::array::{Array, ArrayRef, RecordBatch};
+use arrow::datatypes::SchemaRef;
+use tessera_common::{Error, Result};
+
+use crate::builder::{ColumnBuilder, show, write_date, write_datetime};
+use crate::native::str_value;
+use crate::text::{TextCol, write_f32, write_f64, write_i64, write_u64};
+use crate::{BatchReader, BatchWriter, READ_BATCH_ROWS, ReadOptions, corrupt, out_err};
+
+/// Appends `s` as a JSON string, escaped as ClickHouse escapes it.
+pub(crate) fn json_string(out: &mut Vec<u8>, s: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    out.push(b'"');
+    let mut start = 0;
+    let mut i = 0;
+    while i < s.len() {
+        let c = s[i];
+        let esc: &[u8] = match c {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'/' => b"\\/",
+            8 => b"\\b",
+            12 => b"\\f",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0..=0x1f => {
+                out.extend_from_slice(&s[start..i]);
+                out.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[(c >> 4) as usize], HEX[(c & 15) as usize]]);
+                i += 1;
+                start = i;
+                continue;
+            }
+            0xe2 if s.get(i + 1) == Some(&0x80) && matches!(s.get(i + 2), Some(0xa8 | 0xa9)) => {
+                out.extend_from_slice(&s[start..i]);
+                out.extend_from_slice(if s[i + 2] == 0xa8 { b"\\u2028" } else { b"\\u2029" });
+                i += 3;
+                start = i;
+                continue;
+            }
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        out.extend_from_slice(&s[start..i]);
+        out.extend_from_slice(esc);
+        i += 1;
+        start = i;
+    }
+    out.extend_from_slice(&s[start..]);
+    out.push(b'"');
+}
+
+/// Writes batches as JSONEachRow lines.
+pub struct JsonWriter<'a> {
+    out: Box<dyn Write + Send + 'a>,
+    /// `"name":` of each column, escaped.
+    keys: Vec<Vec<u8>>,
+    buf: Vec<u8>,
+}
+
+impl<'a> JsonWriter<'a> {
+    /// A writer of batches of `schema`.
+    ///
+    /// # Errors
+    /// None today; the signature matches the other writers.
+    pub fn new(schema: &SchemaRef, out: Box<dyn Write + Send + 'a>) -> Result<Self> {
+        let keys = schema
+            .fields()
+            .iter()
+            .map(|f| {
+                let mut k = Vec::new();
+                json_string(&mut k, f.name().as_bytes());
+                k.push(b':');
+                k
+            })
+            .collect();
+        Ok(JsonWriter { out, keys, buf: Vec::new() })
+    }
+}
+
+impl BatchWriter for JsonWriter<'_> {
+    fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        let cols: Vec<(TextCol<'_>, &ArrayRef)> =
+            batch.columns().iter().map(|c| Ok((TextCol::new(c)?, c))).collect::<Result<_>>()?;
+        for r in 0..batch.num_rows() {
+            self.buf.push(b'{');
+            for (c, (tc, col)) in cols.iter().enumerate() {
+                if c > 0 {
+                    self.buf.push(b',');
+                }
+                self.buf.extend_from_slice(&self.keys[c]);
+                if col.is_null(r) {
+                    self.buf.extend_from_slice(b"null");
+                    continue;
+                }
+                let out = &mut self.buf;
+                match tc {
+                    TextCol::Int(f) => write_i64(out, f(r)),
+                    TextCol::UInt(f) => write_u64(out, f(r)),
+                    TextCol::F32(a) if a.value(r).is_finite() => write_f32(out, a.value(r)),
+                    TextCol::F64(a) if a.value(r).is_finite() => write_f64(out, a.value(r)),
+                    TextCol::F32(a) => quoted(out, |o| write_f64(o, f64::from(a.value(r)))),
+                    TextCol::F64(a) => quoted(out, |o| write_f64(o, a.value(r))),
+                    TextCol::Date(a) => quoted(out, |o| write_date(o, i64::from(a.value(r)))),
+                    TextCol::Time(a) => quoted(out, |o| write_datetime(o, a.value(r))),
+                    TextCol::Str(a) => json_string(out, str_value(*a, r)),
+                    TextCol::Other(f) => {
+                        use std::io::Write as _;
+                        let _ = write!(out, "{}", f.value(r));
+                    }
+                }
+            }
+            self.buf.extend_from_slice(b"}\n");
+            if self.buf.len() >= 1 << 16 {
+                self.out.write_all(&self.buf).map_err(out_err)?;
+                self.buf.clear();
+            }
+        }
+        self.out.write_all(&self.buf).map_err(out_err)?;
+        self.buf.clear();
+        Ok(())
+    }
+
+    fn finish(mut self: Box<Self>) -> Result<()> {
+        self.out.flush().map_err(out_err)
+    }
+}
+
+fn quoted(out: &mut Vec<u8>, f: impl FnOnce(&mut Vec<u8>)) {
+    out.push(b'"');
+    f(out);
+    out.push(b'"');
+}
+
+/// A byte cursor over a buffered reader, refilled a chunk at a time.
+struct Cursor<R: BufRead> {
+    src: R,
+    buf: Vec<u8>,
+    pos: usize,
+    /// Bytes consumed before `buf[0]`.
+    offset: u64,
+    eof: bool,
+}
+
+impl<R: BufRead> Cursor<R> {
+    fn peek(&mut self) -> std::io::Result<Option<u8>> {
+        if self.pos == self.buf.len() {
+            if self.eof {
+                return Ok(None);
+            }
+            self.offset += self.buf.len() as u64;
+            self.buf.clear();
+            self.pos = 0;
+            let chunk = self.src.fill_buf()?;
+            if chunk.is_empty() {
+                self.eof = true;
+                return Ok(None);
+            }
+            self.buf.extend_from_slice(chunk);
+            let n = chunk.len();
+            self.src.consume(n);
+        }
+        Ok(Some(self.buf[self.pos]))
+    }
+
+    fn bump(&mut self) {
+        self.pos += 1;
+    }
+
+    fn skip_ws(&mut self) -> std::io::Result<Option<u8>> {
+        while let Some(c) = self.peek()? {
+            if !c.is_ascii_whitespace() {
+                return Ok(Some(c));
+            }
+            self.bump();
+        }
+        Ok(None)
+    }
+}
+
+/// Reads JSONEachRow rows into batches of the target schema.
+pub struct JsonReader<R: BufRead> {
+    cur: Cursor<R>,
+    opts: ReadOptions,
+    schema: SchemaRef,
+    keys: HashMap<Vec<u8>, usize>,
+    rows: u64,
+    done: bool,
+    in_array: bool,
+    key: Vec<u8>,
+    val: Vec<u8>,
+}
+
+/// A JSON value's kind, as far as a column needs it.
+enum Val {
+    Null,
+    /// A string; its unescaped bytes are in `val`.
+    Str,
+    /// A number, `true` (as `1`) or `false` (as `0`); its text is in `val`.
+    Num,
+}
+
+impl<R: BufRead> JsonReader<R> {
+    /// A reader into `opts.schema`.
+    ///
+    /// # Errors
+    /// None before the first row; the signature matches the other readers.
+    pub fn new(src: R, opts: &ReadOptions) -> Result<Self> {
+        let schema = opts.schema.clone().expect("checked by reader()");
+        let mut keys = HashMap::new();
+        for (i, f) in schema.fields().iter().enumerate() {
+            keys.insert(f.name().as_bytes().to_vec(), i);
+        }
+        for (i, f) in schema.fields().iter().enumerate() {
+            keys.entry(f.name().to_ascii_lowercase().into_bytes()).or_insert(i);
+        }
+        Ok(JsonReader {
+            cur: Cursor { src, buf: Vec::new(), pos: 0, offset: 0, eof: false },
+            opts: opts.clone(),
+            schema,
+            keys,
+            rows: 0,
+            done: false,
+            in_array: false,
+            key: Vec::new(),
+            val: Vec::new(),
+        })
+    }
+
+    fn bad(&self, what: impl std::fmt::Display) -> Error {
+        corrupt(
+            &self.opts.source,
+            format!("row {} (byte {}): {what}", self.rows + 1, self.cur.offset + self.cur.pos as u64),
+        )
+    }
+
+    fn io(&self, e: std::io::Error) -> Error {
+        crate::in_err(&self.opts.source, e)
+    }
+
+    fn expect(&mut self, c: u8) -> Result<()> {
+        match self.cur.skip_ws().map_err(|e| self.io(e))? {
+            Some(x) if x == c => {
+                self.cur.bump();
+                Ok(())
+            }
+            Some(x) => Err(self.bad(format!("expected '{}', found {}", c as char, show(&[x])))),
+            None => Err(self.bad(format!("expected '{}', found the end of input", c as char))),
+        }
+    }
+
+    /// Reads a JSON string (after its opening quote) unescaped into `out`.
+    fn string_into(&mut self, which: bool) -> Result<()> {
+        let mut out = std::mem::take(if which { &mut self.key } else { &mut self.val });
+        out.clear();
+        let res = (|| -> Result<()> {
+            loop {
+                let c = self.cur.peek().map_err(|e| self.io(e))?.ok_or_else(|| self.bad("a string is not closed"))?;
+                self.cur.bump();
+                match c {
+                    b'"' => return Ok(()),
+                    b'\\' => {
+                        let e = self.cur.peek().map_err(|e| self.io(e))?.ok_or_else(|| self.bad("a string is not closed"))?;
+                        self.cur.bump();
+                        match e {
+                            b'n' => out.push(b'\n'),
+                            b't' => out.push(b'\t'),
+                            b'r' => out.push(b'\r'),
+                            b'b' => out.push(8),
+                            b'f' => out.push(12),
+                            b'0' => out.push(0),
+                            b'u' => {
+                                let mut cp = self.hex4()?;
+                                if (0xd800..0xdc00).contains(&cp) {
+                                    // A surrogate pair: \uD83D\uDE00.
+                                    self.expect_raw(b'\\')?;
+                                    self.expect_raw(b'u')?;
+                                    let lo = self.hex4()?;
+                                    if !(0xdc00..0xe000).contains(&lo) {
+                                        return Err(self.bad("a lone UTF-16 surrogate in \\u escapes"));
+                                    }
+                                    cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+                                }
+                                let ch = char::from_u32(cp).ok_or_else(|| self.bad("a lone UTF-16 surrogate in \\u escapes"))?;
+                                let mut b = [0u8; 4];
+                                out.extend_from_slice(ch.encode_utf8(&mut b).as_bytes());
+                            }
+                            other => out.push(other),
+                        }
+                    }
+                    c => out.push(c),
+                }
+            }
+        })();
+        if which {
+            self.key = out;
+        } else {
+            self.val = out;
+        }
+        res
+    }
+
+    fn expect_raw(&mut self, c: u8) -> Result<()> {
+        match self.cur.peek().map_err(|e| self.io(e))? {
+            Some(x) if x == c => {
+                self.cur.bump();
+                Ok(())
+            }
+            _ => Err(self.bad("a lone UTF-16 surrogate in \\u escapes")),
+        }
+    }
+
+    fn hex4(&mut self) -> Result<u32> {
+        let mut v = 0u32;
+        for _ in 0..4 {
+            let c = self.cur.peek().map_err(|e| self.io(e))?.ok_or_else(|| self.bad("a \\u escape is cut short"))?;
+            self.cur.bump();
+            let d = (c as char).to_digit(16).ok_or_else(|| self.bad("a bad \\u escape"))?;
+            v = v * 16 + d;
+        }
+        Ok(v)
+    }
+
+    /// Reads one value into `val`.
+    fn value(&mut self) -> Result<Val> {
+        let c = self.cur.skip_ws().map_err(|e| self.io(e))?.ok_or_else(|| self.bad("a value is missing"))?;
+        if c == b'"' {
+            self.cur.bump();
+            self.string_into(false)?;
+            return Ok(Val::Str);
+        }
+        if c == b'{' || c == b'[' {
+            return Err(self.bad("nested objects and arrays are not supported (Tessera stores no nested types)"));
+        }
+        self.val.clear();
+        while let Some(c) = self.cur.peek().map_err(|e| self.io(e))? {
+            if c.is_ascii_alphanumeric() || matches!(c, b'-' | b'+' | b'.') {
+                self.val.push(c);
+                self.cur.bump();
+            } else {
+                break;
+            }
+        }
+        match self.val.as_slice() {
+            b"null" => Ok(Val::Null),
+            b"true" => {
+                self.val = b"1".to_vec();
+                Ok(Val::Num)
+            }
+            b"false" => {
+                self.val = b"0".to_vec();
+                Ok(Val::Num)
+            }
+            b"" => Err(self.bad(format!("unexpected {}", show(&[c])))),
+            _ => Ok(Val::Num),
+        }
+    }
+
+    /// Reads one object into the builders; `false` at the end of input.
+    fn row(&mut self, builders: &mut [ColumnBuilder], seen: &mut [bool]) -> Result<bool> {
+        loop {
+            match self.cur.skip_ws().map_err(|e| self.io(e))? {
+                None => {
+                    if self.in_array {
+                        return Err(self.bad("the '[' of the rows is not closed"));
+                    }
+                    return Ok(false);
+                }
+                Some(b'[') if !self.in_array && self.rows == 0 => {
+                    self.in_array = true;
+                    self.cur.bump();
+                }
+                Some(b',') => self.cur.bump(),
+                Some(b']') if self.in_array => {
+                    self.cur.bump();
+                    self.in_array = false;
+                    if let Some(c) = self.cur.skip_ws().map_err(|e| self.io(e))? {
+                        return Err(self.bad(format!("unexpected {} after the closing ']'", show(&[c]))));
+                    }
+                    return Ok(false);
+                }
+                Some(b'{') => break,
+                Some(c) => return Err(self.bad(format!("expected an object, found {}", show(&[c])))),
+            }
+        }
+        self.cur.bump();
+        seen.iter_mut().for_each(|s| *s = false);
+        let mut first = true;
+        loop {
+            let c = self.cur.skip_ws().map_err(|e| self.io(e))?.ok_or_else(|| self.bad("an object is not closed"))?;
+            if c == b'}' {
+                self.cur.bump();
+                break;
+            }
+            if !first {
+                self.expect(b',')?;
+                self.cur.skip_ws().map_err(|e| self.io(e))?;
+            }
+            first = false;
+            self.expect(b'"')?;
+            self.string_into(true)?;
+            self.expect(b':')?;
+            let col = self
+                .keys
+                .get(&self.key)
+                .or_else(|| self.keys.get(&self.key.to_ascii_lowercase()))
+                .copied()
+                .ok_or_else(|| self.bad(format!("key {} names no column of the table", show(&self.key))))?;
+            let kind = self.value()?;
+            let name = self.schema.field(col).name().clone();
+            let label = |m: String| format!("column {} ({name}): {m}", col + 1);
+            let b = &mut builders[col];
+            let res = match kind {
+                Val::Null => b.push_null(),
+                Val::Str => b.push_bytes(&self.val),
+                Val::Num if b.is_bytes() => Err("a number for a string column".into()),
+                Val::Num => b.push_text(&self.val),
+            };
+            res.map_err(|m| self.bad(label(m)))?;
+            if std::mem::replace(&mut seen[col], true) {
+                return Err(self.bad(label("the key appears twice".into())));
+            }
+        }
+        for (c, b) in builders.iter_mut().enumerate() {
+            if !seen[c] {
+                b.push_null().map_err(|m| self.bad(format!("column {} ({}) is missing: {m}", c + 1, self.schema.field(c).name())))?;
+            }
+        }
+        self.rows += 1;
+        Ok(true)
+    }
+
+    fn read_batch(&mut self) -> Result<Option<RecordBatch>> {
+        let mut builders = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f| ColumnBuilder::new(f.data_type(), f.is_nullable(), 1024))
+            .collect::<Result<Vec<_>>>()?;
+        let mut seen = vec![false; builders.len()];
+        let first = self.rows;
+        let mut n = 0;
+        while n < READ_BATCH_ROWS && !builders.iter().any(ColumnBuilder::is_full) {
+            if !self.row(&mut builders, &mut seen)? {
+                self.done = true;
+                break;
+            }
+            n += 1;
+        }
+        if n == 0 {
+            return Ok(None);
+        }
+        let mut cols = Vec::with_capacity(builders.len());
+        for (c, b) in builders.iter_mut().enumerate() {
+            cols.push(b.finish().map_err(|(r, m)| {
+                corrupt(
+                    &self.opts.source,
+                    format!("row {}, column {} ({}): {m}", first + r as u64 + 1, c + 1, self.schema.field(c).name()),
+                )
+            })?);
+        }
+        Ok(Some(RecordBatch::try_new(self.schema.clone(), cols)?))
+    }
+}
+
+impl<R: BufRead> Iterator for JsonReader<R> {
+    type Item = Result<RecordBatch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.read_batch() {
+            Ok(Some(b)) => Some(Ok(b)),
+            Ok(None) => None,
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+impl<R: BufRead + Send> BatchReader for JsonReader<R> {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+}
