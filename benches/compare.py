@@ -199,6 +199,14 @@ def norm_value(v) -> str:
     return s
 
 
+def _as_float_text(s: str) -> str:
+    """A value of a column the reference answers as float, normalized as a float."""
+    try:
+        return _norm_float(float(s))
+    except ValueError:
+        return s
+
+
 def _norm_float(x: float) -> str:
     if x != x:
         return "nan"
@@ -289,6 +297,11 @@ def child_duckdb(args) -> dict:
         r = {"query": q, "sql": sql, "result_rows": len(rows), **summarize(times)}
         r["columns"] = columns
         r["rows"] = norm_rows(rows)
+        # Columns DuckDB answers as floats: the other engines' CSV text of them is read as a
+        # float too (ClickHouse prints 2.529459191942271e18 as 2529459191942271000, which
+        # would otherwise compare as an integer).
+        r["float_columns"] = [i for i in range(len(columns))
+                              if any(isinstance(row[i], float) for row in rows)]
         # Untimed probe for ties at the LIMIT boundary: the same query with one more row
         # on each side of the window.
         lim = parse_limit(sql)
@@ -728,6 +741,10 @@ def check_answer(sql: str, ref: dict, other_rows: list[list[str]], other: str) -
     column names and the boundary probe)."""
     ref_rows = ref["rows"]
     res = {"status": "OK", "detail": ""}
+    float_cols = ref.get("float_columns", [])
+    if float_cols:
+        other_rows = [[_as_float_text(v) if i in float_cols else v for i, v in enumerate(r)]
+                      for r in other_rows]
     if len(ref_rows) != len(other_rows):
         res.update(status="MISMATCH", detail=f"row count: DuckDB {len(ref_rows)}, {other} {len(other_rows)}")
         res["duckdb_rows"], res[f"{other}_rows"] = ref_rows, other_rows
