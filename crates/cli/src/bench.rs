@@ -33,10 +33,33 @@ pub(crate) enum Mode {
 /// Arguments of `tessera bench`.
 #[derive(Args, Debug)]
 pub(crate) struct BenchArgs {
-    /// `clickbench` (ClickBench queries on `hits`, the default) or `formats` (issue 12's
-    /// Read & Write table: Int8, UInt64, String, Mixed cases in each format, beside chDB).
-    #[arg(long, default_value = "clickbench", value_parser = ["clickbench", "formats"])]
+    /// `clickbench` (ClickBench queries on `hits`, the default), `formats` (the Read & Write
+    /// table: Int8, UInt64, String, Mixed cases in each format, beside chDB) or `sysbench`
+    /// (point, range, scan and insert micro-workloads on sysbench's `sbtest`, at 1 and
+    /// vCPUs clients, beside DuckDB and chDB).
+    #[arg(long, default_value = "clickbench", value_parser = ["clickbench", "formats", "sysbench"])]
     suite: String,
+    /// Sysbench suite: rows of `sbtest` (sysbench's `--table-size`).
+    #[arg(long, default_value_t = 10_000_000)]
+    table_size: u64,
+    /// Sysbench suite: workloads, comma-separated (point_select, simple_ranges, sum_ranges,
+    /// order_ranges, distinct_ranges, scan, insert).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "point_select,simple_ranges,sum_ranges,order_ranges,distinct_ranges,scan,insert"
+    )]
+    workloads: Vec<String>,
+    /// Sysbench suite: ids per range query (sysbench's `--range_size`).
+    #[arg(long, default_value_t = 100)]
+    range_size: u64,
+    /// Sysbench suite: rows per INSERT statement of the `insert` workload.
+    #[arg(long, default_value_t = 1000)]
+    insert_batch: u64,
+    /// Sysbench suite: leave DuckDB out (otherwise `python3` with `duckdb` runs the
+    /// workloads too).
+    #[arg(long)]
+    no_duckdb: bool,
     /// Formats suite: rows of the Int8, UInt64 and String cases.
     #[arg(long, default_value_t = 100_000_000)]
     case_rows: u64,
@@ -56,7 +79,8 @@ pub(crate) struct BenchArgs {
     /// Formats suite: compressions, comma-separated (none, lz4, zstd).
     #[arg(long, value_delimiter = ',', default_value = "none,lz4")]
     compressions: Vec<String>,
-    /// Formats suite: leave chDB out (otherwise `python3` with `chdb` runs each case too).
+    /// Formats and sysbench suites: leave chDB out (otherwise `python3` with `chdb` runs
+    /// each case too).
     #[arg(long)]
     no_chdb: bool,
     /// Formats suite: directory for the serialized files (removed after each case).
@@ -95,10 +119,12 @@ pub(crate) struct BenchArgs {
     /// `latency` (ClickBench) or `throughput` (clients sending queries continuously).
     #[arg(long, value_enum, default_value_t = Mode::Latency)]
     mode: Mode,
-    /// Throughput mode: client threads; a list (`1,2,4,8`) sweeps.
-    #[arg(long, value_delimiter = ',', default_value = "1")]
+    /// Throughput mode and sysbench suite: client threads; a list (`1,2,4,8`) sweeps.
+    /// Default: 1 (sysbench suite: 1 and vCPUs).
+    #[arg(long, value_delimiter = ',')]
     concurrency: Vec<usize>,
-    /// Throughput mode: seconds per run (default 10 unless --iterations is given).
+    /// Throughput mode: seconds per run (default 10 unless --iterations is given); sysbench
+    /// suite: seconds per workload and concurrency (default 5).
     #[arg(long)]
     duration: Option<f64>,
     /// Throughput mode: queries per run, all clients together.
@@ -344,7 +370,39 @@ fn latency_point(db: &Database, queries: &[(usize, &str)], runs: usize, cancel: 
     Ok(results)
 }
 
-pub(crate) fn run(args: BenchArgs, cancel: &CancelToken) -> Result<()> {
+pub(crate) fn run(mut args: BenchArgs, cancel: &CancelToken) -> Result<()> {
+    if args.suite == "sysbench" {
+        let vcpus = tessera_common::default_threads();
+        let concurrency = if args.concurrency.is_empty() {
+            if vcpus > 1 { vec![1, vcpus] } else { vec![1] }
+        } else {
+            args.concurrency
+        };
+        let secs = args.duration.unwrap_or(5.0);
+        if !(secs.is_finite() && secs > 0.0) {
+            return Err(Error::InvalidArgument("--duration must be positive".into()));
+        }
+        return crate::sysbench::run(
+            crate::sysbench::SysbenchArgs {
+                table_size: args.table_size,
+                seed: args.seed,
+                workloads: args.workloads,
+                concurrency,
+                duration: Duration::from_secs_f64(secs),
+                range_size: args.range_size,
+                insert_batch: args.insert_batch,
+                duckdb: !args.no_duckdb,
+                chdb: !args.no_chdb,
+                data_dir: args.data_dir,
+                json: args.json,
+                threads: args.threads.first().copied(),
+            },
+            cancel,
+        );
+    }
+    if args.concurrency.is_empty() {
+        args.concurrency = vec![1];
+    }
     if args.suite == "formats" {
         return crate::formats_bench::run(crate::formats_bench::FormatsArgs {
             case_rows: args.case_rows,

@@ -309,7 +309,69 @@ impl std::fmt::Display for Sig {
     }
 }
 
+/// The `suite` a bench JSON file names (`None` for ClickBench files, which have no field).
+fn suite_of(path: &Path) -> Result<Option<String>> {
+    #[derive(Deserialize)]
+    struct Suite {
+        #[serde(default)]
+        suite: Option<String>,
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| Error::Io { path: path.into(), source: e })?;
+    let s: Suite = serde_json::from_str(&text)
+        .map_err(|e| Error::Corrupt { path: path.into(), detail: format!("not a `tessera bench --json` file: {e}") })?;
+    Ok(s.suite)
+}
+
+/// Both files of `--suite sysbench`: the study's ratio view.
+fn sysbench_markdown(args: &CompareArgs) -> Result<String> {
+    let read = |path: &Path| -> Result<crate::sysbench::SysbenchRun> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::Io { path: path.into(), source: e })?;
+        serde_json::from_str(&text).map_err(|e| Error::Corrupt {
+            path: path.into(),
+            detail: format!("not a `tessera bench --suite sysbench --json` file: {e}"),
+        })
+    };
+    let (a, b) = (read(&args.a)?, read(&args.b)?);
+    if a.table_size != b.table_size {
+        return Err(Error::InvalidArgument(format!(
+            "{} has sbtest of {} rows and {} of {}: compare runs on the same table size",
+            args.a.display(),
+            a.table_size,
+            args.b.display(),
+            b.table_size
+        )));
+    }
+    Ok(crate::sysbench::compare_markdown(&a, &b, &label(&args.label_a, &args.a), &label(&args.label_b, &args.b)))
+}
+
 pub(crate) fn run(args: CompareArgs) -> Result<()> {
+    let md = match (suite_of(&args.a)?, suite_of(&args.b)?) {
+        (None, None) => None,
+        (Some(x), Some(y)) if x == "sysbench" && y == "sysbench" => {
+            if args.out_svg.is_some() {
+                return Err(Error::InvalidArgument("--out-svg: no chart for sysbench files yet (Markdown only)".into()));
+            }
+            Some(sysbench_markdown(&args)?)
+        }
+        (x, y) => {
+            let name = |s: Option<String>| s.unwrap_or_else(|| "clickbench".into());
+            return Err(Error::InvalidArgument(format!(
+                "{} is a {} run and {} a {} run: compare files of the same suite (clickbench or sysbench)",
+                args.a.display(),
+                name(x),
+                args.b.display(),
+                name(y)
+            )));
+        }
+    };
+    if let Some(md) = md {
+        if let Some(path) = &args.out_md {
+            std::fs::write(path, &md).map_err(|e| Error::Io { path: path.clone(), source: e })?;
+        }
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        return out.write_all(md.as_bytes()).map_err(|e| Error::Io { path: "<stdout>".into(), source: e });
+    }
     let p = pair(&args)?;
     let md = markdown(&p);
     if let Some(path) = &args.out_md {

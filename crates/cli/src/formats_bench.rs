@@ -66,14 +66,29 @@ struct Report {
     results: Vec<Measured>,
 }
 
+/// The facts of this machine a report carries (so `tessera compare` can set two side by side).
 #[derive(Serialize, Debug)]
-struct MachineFacts {
+pub(crate) struct MachineFacts {
     cpu_model: String,
     vcpus: usize,
     memory_bytes: u64,
     kernel: String,
     arch: &'static str,
     load_average_at_start: String,
+}
+
+impl MachineFacts {
+    /// This machine now (the load average is read at the call).
+    pub(crate) fn here() -> MachineFacts {
+        MachineFacts {
+            cpu_model: crate::bench::cpu_model(),
+            vcpus: tessera_common::default_threads(),
+            memory_bytes: tessera_common::physical_memory().unwrap_or(0),
+            kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string(),
+            arch: std::env::consts::ARCH,
+            load_average_at_start: std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().to_string(),
+        }
+    }
 }
 
 fn case_sql(case: &str, rows: u64) -> Result<(String, SchemaRef, String)> {
@@ -201,6 +216,7 @@ pub(crate) fn run(args: FormatsArgs) -> Result<()> {
     if args.chdb && chdb_v.is_none() {
         eprintln!("warning: python3 -c 'import chdb' failed: chDB columns left out (pip install chdb)");
     }
+    let machine = MachineFacts::here();
     let db = Database::new();
     if let Some(t) = args.threads {
         db.set("max_threads", &t.to_string())?;
@@ -257,14 +273,7 @@ pub(crate) fn run(args: FormatsArgs) -> Result<()> {
             suite: "formats",
             tessera_version: tessera_kernels::build_info().git_hash.to_string(),
             chdb_version: chdb_v,
-            machine: MachineFacts {
-                cpu_model: crate::bench::cpu_model(),
-                vcpus: tessera_common::default_threads(),
-                memory_bytes: tessera_common::physical_memory().unwrap_or(0),
-                kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string(),
-                arch: std::env::consts::ARCH,
-                load_average_at_start: std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().to_string(),
-            },
+            machine,
             results,
         };
         let text = serde_json::to_string_pretty(&report).map_err(|e| Error::Internal(e.to_string()))?;

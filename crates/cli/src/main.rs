@@ -6,6 +6,7 @@ mod compare;
 mod formats_bench;
 mod load;
 mod output;
+mod sysbench;
 mod throughput;
 
 use std::path::{Path, PathBuf};
@@ -88,12 +89,13 @@ enum Cmd {
         /// The SQL statement.
         sql: String,
     },
-    /// Benchmark ClickBench queries (1 warm-up + N runs per query; mean, min, median), or
-    /// data formats with `--suite formats`.
+    /// Benchmark ClickBench queries (1 warm-up + N runs per query; mean, min, median), data
+    /// formats with `--suite formats`, or sysbench's micro-workloads with `--suite sysbench`.
     #[command(after_help = "Examples:\n  \
         tessera bench                                         # ClickBench Q19, Q33, Q34 on 1M generated rows\n  \
         tessera bench --load hits=hits.parquet --queries 19,33,34 --runs 3 --json out.json\n  \
-        tessera bench --suite formats --case-rows 1000000 --mixed-rows 600000 --formats Native,CSV --compressions none,lz4 --json formats.json")]
+        tessera bench --suite formats --case-rows 1000000 --mixed-rows 600000 --formats Native,CSV --compressions none,lz4 --json formats.json\n  \
+        tessera bench --suite sysbench --table-size 1000000 --duration 3 --json sysbench.json   # 1 and vCPUs clients, beside DuckDB and chDB")]
     Bench(bench::BenchArgs),
     /// Compare two `tessera bench --json` files: per-query times, gain %, totals, QPS;
     /// Markdown on stdout, optional SVG chart.

@@ -37,7 +37,7 @@ pub(crate) struct Latency {
 }
 
 impl Latency {
-    fn of(times: &[f64]) -> Latency {
+    pub(crate) fn of(times: &[f64]) -> Latency {
         let mut s = times.to_vec();
         s.sort_by(f64::total_cmp);
         let rank = |p: f64| -> f64 {

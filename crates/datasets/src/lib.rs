@@ -15,6 +15,7 @@
 
 pub mod generate;
 pub mod hits;
+pub mod sbtest;
 mod model;
 mod rng;
 mod text;

@@ -494,6 +494,22 @@ impl Ctx<'_> {
                     _ => general(),
                 }
             }
+            // `x BETWEEN a AND b` on a column and constants: two comparisons, so the kernels
+            // take them and granule pruning sees the range (the general form hides it).
+            Expr::Between { expr, negated, low, high }
+                if is_column(expr) && matches!(literal(low), Some(Ok(_))) && matches!(literal(high), Some(Ok(_))) =>
+            {
+                let lo = self.cmp_literal(expr, CmpOp::GtEq, literal(low).expect("a literal")?);
+                let hi = self.cmp_literal(expr, CmpOp::LtEq, literal(high).expect("a literal")?);
+                match (lo, hi) {
+                    (Ok(lo), Ok(hi)) => {
+                        let both = Predicate::And(vec![lo, hi]);
+                        Ok(if *negated { Predicate::Not(Box::new(both)) } else { both })
+                    }
+                    (Err(Error::NotImplemented(_)), _) | (_, Err(Error::NotImplemented(_))) => general(),
+                    (Err(e), _) | (_, Err(e)) => Err(e),
+                }
+            }
             Expr::Like { negated, any: false, expr, pattern, escape_char: None } if is_column(expr) => {
                 let column = self.column_ref(expr)?;
                 if !matches!(self.dtype(column), DataType::Utf8 | DataType::Binary) {

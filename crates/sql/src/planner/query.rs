@@ -3,6 +3,23 @@
 
 use super::*;
 
+/// Adds `key` (named `what` in errors) to the GROUP BY keys unless it is there already.
+fn push_key(ctx: &Ctx<'_>, keys: &mut Vec<ScalarExpr>, key: ScalarExpr, what: &str) -> Result<()> {
+    let dt = ctx.scalar_type(&key);
+    let keyable = dt.is_integer()
+        || matches!(
+            dt,
+            DataType::Float32 | DataType::Float64 | DataType::Date32 | DataType::Timestamp(_, _) | DataType::Utf8 | DataType::Binary
+        );
+    if !keyable {
+        return Err(Error::not_implemented(format!("GROUP BY {what} of type {dt}")));
+    }
+    if !keys.contains(&key) {
+        keys.push(key);
+    }
+    Ok(())
+}
+
 pub(super) fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Table>>) -> Result<Statement> {
     if q.with.is_some() {
         return Err(Error::not_implemented("WITH"));
@@ -15,9 +32,12 @@ pub(super) fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Ta
         SetExpr::Query(_) => return Err(Error::not_implemented("subquery")),
         other => return Err(Error::not_implemented(format!("set operation {}", first_words(&other.to_string())))),
     };
-    if select.distinct.is_some() {
-        return Err(Error::not_implemented("SELECT DISTINCT"));
-    }
+    // SELECT DISTINCT a, b = SELECT a, b .. GROUP BY a, b (as ClickHouse and DuckDB plan it).
+    let distinct = match &select.distinct {
+        None | Some(ast::Distinct::All) => false,
+        Some(ast::Distinct::Distinct) => true,
+        Some(ast::Distinct::On(_)) => return Err(Error::not_implemented("SELECT DISTINCT ON")),
+    };
     if select.top.is_some() || select.into.is_some() || select.prewhere.is_some() || select.qualify.is_some() {
         return Err(Error::not_implemented("TOP/INTO/PREWHERE/QUALIFY"));
     }
@@ -100,22 +120,21 @@ pub(super) fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Ta
                         Err(err) => return Err(err),
                     }
                 };
-                let dt = ctx.scalar_type(&key);
-                let keyable = dt.is_integer()
-                    || matches!(
-                        dt,
-                        DataType::Float32 | DataType::Float64 | DataType::Date32 | DataType::Timestamp(_, _) | DataType::Utf8 | DataType::Binary
-                    );
-                if !keyable {
-                    return Err(Error::not_implemented(format!("GROUP BY {e} of type {dt}")));
-                }
-                if !keys.contains(&key) {
-                    keys.push(key);
-                }
+                push_key(&ctx, &mut keys, key, &e.to_string())?;
             }
         }
     }
     let has_agg = items.iter().any(|(_, i, _)| matches!(i, Item::Agg(_) | Item::Post { .. }));
+    if distinct {
+        if has_agg || !keys.is_empty() {
+            return Err(Error::not_implemented("SELECT DISTINCT with aggregates or GROUP BY"));
+        }
+        for (name, item, _) in &items {
+            if let Item::Scalar(s) = item {
+                push_key(&ctx, &mut keys, *s, name)?;
+            }
+        }
+    }
     let order_exprs: Vec<&ast::OrderByExpr> = match &q.order_by {
         None => vec![],
         Some(ob) => match &ob.kind {
