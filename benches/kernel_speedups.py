@@ -42,7 +42,7 @@ def main():
         rows.setdefault(kernel, {})[family] = est["median"]["point_estimate"]
     if not rows:
         sys.exit(f"no criterion results for size {args.size} under {args.criterion_dir}: run cargo bench -p tessera-kernels")
-    families = [f for f in ("scalar", "avx2", "avx512", "neon", "sve") if any(f in r for r in rows.values())]
+    families = [f for f in ("scalar", "portable", "avx2", "avx512", "neon", "sve") if any(f in r for r in rows.values())]
     print(f"| kernel ({args.size} rows) | " + " | ".join(families) + " | " +
           " | ".join(f"{f} speedup" for f in families if f != "scalar") + " |")
     print("|---|" + "---:|" * (2 * len(families) - 1))

@@ -704,7 +704,8 @@ def run(args, tmp, t0):
     rng = random.Random(args.seed)
     SCHEMA.update(load_schema(con, worker.hello, rng))
     level = worker.hello.get("simd_level", "scalar")
-    family = ["scalar", "avx2", "avx512"] if level in ("scalar", "avx2", "avx512") else ["scalar", "neon", "sve"]
+    family = ["scalar", "portable", "avx2", "avx512"] if level in ("scalar", "portable", "avx2", "avx512") \
+        else ["scalar", "portable", "neon", "sve"]
     simd_levels = family[: family.index(level) + 1] if level in family else ["scalar"]
     gen = Gen(rng, SCHEMA, simd_levels, [a for a in args.avoid.split(",") if a])
     duck = Duck(con)

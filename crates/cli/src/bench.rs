@@ -135,7 +135,7 @@ pub(crate) struct BenchArgs {
     #[arg(long = "set", value_name = "NAME=VALUE")]
     set: Vec<String>,
     /// Kernel family: auto (default: env TESSERA_SIMD_LEVEL, else the best this CPU runs),
-    /// scalar, avx2, avx512 (x86_64), neon, sve (aarch64).
+    /// scalar, portable, avx2, avx512 (x86_64), neon, sve (aarch64).
     #[arg(long, value_name = "LEVEL")]
     simd_level: Option<String>,
     /// Write the results as JSON to this file.

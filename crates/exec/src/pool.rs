@@ -41,7 +41,7 @@ impl Pools {
 /// Runs `work` over morsels `0..morsels` on `threads` workers of `pool`. Each worker owns a
 /// state made by `init` and returns it; states of all workers come back (workers that found
 /// no morsel return their fresh state too). The first error stops the other workers at
-/// their next morsel.
+/// their next morsel. Zero or one morsel runs on the calling thread, outside the pool.
 ///
 /// # Errors
 /// The first error `work` returned.
@@ -53,23 +53,25 @@ where
 {
     let next = AtomicUsize::new(0);
     let workers = threads.max(1).min(morsels.max(1));
-    pool.install(|| {
-        (0..workers)
-            .into_par_iter()
-            .map(|_| {
-                let mut state = init();
-                loop {
-                    let m = next.fetch_add(1, Ordering::Relaxed);
-                    if m >= morsels {
-                        break;
-                    }
-                    if let Err(e) = work(&mut state, m) {
-                        next.store(morsels, Ordering::Relaxed);
-                        return Err(e);
-                    }
-                }
-                Ok(state)
-            })
-            .collect()
-    })
+    let worker = || {
+        let mut state = init();
+        loop {
+            let m = next.fetch_add(1, Ordering::Relaxed);
+            if m >= morsels {
+                break;
+            }
+            if let Err(e) = work(&mut state, m) {
+                next.store(morsels, Ordering::Relaxed);
+                return Err(e);
+            }
+        }
+        Ok(state)
+    };
+    if workers == 1 && morsels <= 1 {
+        // One morsel (a point or short range query over one granule run): the caller's
+        // thread does it. Handing it to a pool thread and waiting costs two wake-ups, which
+        // is most of such a query's time and all of its tail latency.
+        return worker().map(|s| vec![s]);
+    }
+    pool.install(|| (0..workers).into_par_iter().map(|_| worker()).collect())
 }

@@ -5,14 +5,15 @@
 //!
 //! | family   | arch    | CPU features required at runtime                       | module      |
 //! |----------|---------|--------------------------------------------------------|-------------|
-//! | `scalar` | any     | none (portable Rust; the reference twin)               | [`scalar`]  |
+//! | `scalar` | any     | none (plain Rust; the reference twin)                  | [`scalar`]  |
+//! | `portable` | any   | none (lane code on the `wide` crate: SSE2, NEON, simd128 or arrays, fixed at build time) | `portable` |
 //! | `avx2`   | x86_64  | AVX2, SSE4.2, POPCNT                                   | `avx2`      |
 //! | `avx512` | x86_64  | AVX-512 F/BW/DQ/VL plus the `avx2` set                 | `avx512`    |
 //! | `neon`   | aarch64 | NEON (Advanced SIMD)                                   | `neon`      |
 //! | `sve`    | aarch64 | SVE (any vector length 128..2048 bits) plus the `neon` set | `sve`   |
 //!
 //! Which families are compiled is decided by the top-level `build.rs` from the target arch
-//! and the build-time variable `TESSERA_SIMD=auto|native|scalar|avx2|avx512|neon|sve`
+//! and the build-time variable `TESSERA_SIMD=auto|native|scalar|portable|avx2|avx512|neon|sve`
 //! (ClickHouse's `ENABLE_AVX2` / `ENABLE_AVX512` / `ARCH_NATIVE` in spirit): `auto` (the
 //! default) compiles every family of the target arch; a family name compiles that family and
 //! the ones below it; `native` compiles the families the target features enable statically
@@ -37,6 +38,8 @@ mod kernel_set;
 pub mod group;
 pub mod scalar;
 
+#[cfg(tessera_portable)]
+mod portable;
 #[cfg(all(target_arch = "x86_64", tessera_avx2))]
 mod avx2;
 #[cfg(all(target_arch = "x86_64", tessera_avx512))]
@@ -54,8 +57,11 @@ pub use scalar::{CmpOp, KernelInt, cmp_bytes, cmp_scalar, hash_bytes, hash_u64, 
 /// A kernel family (instruction-set level).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum SimdLevel {
-    /// Portable Rust, no ISA extension: the reference twin.
+    /// Plain Rust, no ISA extension: the reference twin.
     Scalar,
+    /// Lane code on the `wide` crate for any target (SSE2 on x86-64, NEON on aarch64, plain
+    /// arrays elsewhere), chosen at build time: below every ISA family, above `scalar`.
+    Portable,
     /// x86_64 AVX2 (+ SSE4.2, POPCNT).
     Avx2,
     /// x86_64 AVX-512 F/BW/DQ/VL.
@@ -68,12 +74,14 @@ pub enum SimdLevel {
 
 impl SimdLevel {
     /// Every family, lowest first within an arch.
-    pub const ALL: [SimdLevel; 5] = [SimdLevel::Scalar, SimdLevel::Avx2, SimdLevel::Avx512, SimdLevel::Neon, SimdLevel::Sve];
+    pub const ALL: [SimdLevel; 6] =
+        [SimdLevel::Scalar, SimdLevel::Portable, SimdLevel::Avx2, SimdLevel::Avx512, SimdLevel::Neon, SimdLevel::Sve];
 
     /// The family's name as used by `TESSERA_SIMD`, `TESSERA_SIMD_LEVEL` and `simd_level`.
     pub fn name(self) -> &'static str {
         match self {
             SimdLevel::Scalar => "scalar",
+            SimdLevel::Portable => "portable",
             SimdLevel::Avx2 => "avx2",
             SimdLevel::Avx512 => "avx512",
             SimdLevel::Neon => "neon",
@@ -84,7 +92,7 @@ impl SimdLevel {
     /// Parses a family name (case-insensitive).
     ///
     /// # Errors
-    /// [`SimdLevelError::Unknown`] for anything but the five names.
+    /// [`SimdLevelError::Unknown`] for anything but the six names.
     pub fn parse(s: &str) -> Result<SimdLevel, SimdLevelError> {
         SimdLevel::ALL
             .into_iter()
@@ -96,6 +104,7 @@ impl SimdLevel {
     pub fn compiled(self) -> bool {
         match self {
             SimdLevel::Scalar => true,
+            SimdLevel::Portable => cfg!(tessera_portable),
             SimdLevel::Avx2 => cfg!(all(target_arch = "x86_64", tessera_avx2)),
             SimdLevel::Avx512 => cfg!(all(target_arch = "x86_64", tessera_avx512)),
             SimdLevel::Neon => cfg!(all(target_arch = "aarch64", tessera_neon)),
@@ -136,7 +145,7 @@ impl fmt::Display for SimdLevelError {
         let avail = SimdLevel::available().iter().map(|l| l.name()).collect::<Vec<_>>().join(", ");
         match self {
             SimdLevelError::Unknown(s) => {
-                write!(f, "unknown SIMD level '{s}' (expected auto, scalar, avx2, avx512, neon or sve; available here: {avail})")
+                write!(f, "unknown SIMD level '{s}' (expected auto, scalar, portable, avx2, avx512, neon or sve; available here: {avail})")
             }
             SimdLevelError::NotCompiled(l) => write!(
                 f,
@@ -156,7 +165,8 @@ impl std::error::Error for SimdLevelError {}
 #[allow(unused_variables)] // reason: `level` is unused on arches without SIMD families
 fn cpu_has(level: SimdLevel) -> bool {
     match level {
-        SimdLevel::Scalar => true,
+        // `wide` picks its code from the build's target features: nothing to detect.
+        SimdLevel::Scalar | SimdLevel::Portable => true,
         #[cfg(target_arch = "x86_64")]
         SimdLevel::Avx2 => {
             std::arch::is_x86_feature_detected!("avx2")
@@ -239,6 +249,8 @@ pub(crate) use cmp_by_type;
 
 
 static SCALAR: Kernels = family_table!(crate::scalar_family, SimdLevel::Scalar);
+#[cfg(tessera_portable)]
+static PORTABLE: Kernels = family_table!(crate::portable, SimdLevel::Portable);
 #[cfg(all(target_arch = "x86_64", tessera_avx2))]
 static AVX2: Kernels = family_table!(crate::avx2, SimdLevel::Avx2);
 #[cfg(all(target_arch = "x86_64", tessera_avx512))]
@@ -262,6 +274,8 @@ impl Kernels {
             return Err(SimdLevelError::NotSupported(level));
         }
         Ok(match level {
+            #[cfg(tessera_portable)]
+            SimdLevel::Portable => &PORTABLE,
             #[cfg(all(target_arch = "x86_64", tessera_avx2))]
             SimdLevel::Avx2 => &AVX2,
             #[cfg(all(target_arch = "x86_64", tessera_avx512))]
@@ -341,6 +355,8 @@ impl Kernels {
             SimdLevel::Neon => unsafe { neon::with_group(task) },
             #[cfg(all(target_arch = "aarch64", tessera_sve))]
             SimdLevel::Sve => unsafe { sve::with_group(task) },
+            #[cfg(tessera_portable)]
+            SimdLevel::Portable => task.run::<portable::Group>(),
             _ => task.run::<group::Swar>(),
         }
     }
