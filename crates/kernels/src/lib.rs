@@ -224,6 +224,7 @@ select_int!(i8, i16, i32, i64, u8, u16, u32, u64);
 /// The body of a family's generic `cmp::<T>`: routes `T` (one of the eight kernel integers,
 /// matched by `TypeId`, a test the compiler folds away) to the family's `cmp_typed::<T>`,
 /// which must be in scope at the call site; any other `T` takes the scalar kernel.
+#[allow(unused_macros)] // reason: no family uses it when TESSERA_SIMD=scalar compiles none
 macro_rules! cmp_by_type {
     ($values:ident, $op:ident, $c:ident, $out:ident) => {
         $crate::cmp_by_type!(@each $values, $op, $c, $out; i8, i16, i32, i64, u8, u16, u32, u64)
