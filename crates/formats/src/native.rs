@@ -75,7 +75,14 @@ pub(crate) fn read_varuint(r: &mut impl BufRead) -> io::Result<Option<u64>> {
 
 /// Reads exactly `n` bytes into `out` (appending), growing it as the bytes arrive rather
 /// than by `n` up front, so a corrupt size cannot make it allocate more than the input has.
-pub(crate) fn read_n(r: &mut impl Read, n: u64, out: &mut Vec<u8>) -> io::Result<()> {
+pub(crate) fn read_n(r: &mut impl BufRead, n: u64, out: &mut Vec<u8>) -> io::Result<()> {
+    let buf = r.fill_buf()?;
+    if buf.len() as u64 >= n {
+        // All of it in the reader's buffer (the usual case for values of a row or a block).
+        out.extend_from_slice(&buf[..n as usize]);
+        r.consume(n as usize);
+        return Ok(());
+    }
     out.reserve(n.min(64 << 20) as usize);
     let got = r.take(n).read_to_end(out)? as u64;
     if got < n {
@@ -373,10 +380,21 @@ impl<R: BufRead> NativeReader<R> {
                             format!("row {}, {label}: string of {n} bytes", self.rows + r as u64 + 1),
                         ));
                     }
-                    v.clear();
-                    read_n(&mut self.src, n, &mut v)
-                        .map_err(|e| self.io(e, &format!("row {}, {label}", self.rows + r as u64 + 1)))?;
-                    b.push_bytes(&v).map_err(|m| corrupt(&self.opts.source, m))?;
+                    // The string whole in the reader's buffer (the usual case): pushed from
+                    // there, no copy through `v`.
+                    let pushed = match self.src.fill_buf() {
+                        Ok(buf) if buf.len() as u64 >= n => Some(b.push_bytes(&buf[..n as usize])),
+                        _ => None,
+                    };
+                    if let Some(pushed) = pushed {
+                        self.src.consume(n as usize);
+                        pushed.map_err(|m| corrupt(&self.opts.source, m))?;
+                    } else {
+                        v.clear();
+                        read_n(&mut self.src, n, &mut v)
+                            .map_err(|e| self.io(e, &format!("row {}, {label}", self.rows + r as u64 + 1)))?;
+                        b.push_bytes(&v).map_err(|m| corrupt(&self.opts.source, m))?;
+                    }
                     if b.is_full() && r + 1 < rows {
                         return Err(Error::NotImplemented(format!(
                             "{}: Native block {} {label}: strings past 1 GiB in one block",

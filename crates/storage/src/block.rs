@@ -6,7 +6,6 @@
 //! verified before anything else is read. Errors come back as a detail string that the
 //! caller wraps with the file, part, column and byte offset.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, BinaryArray, PrimitiveArray, StringArray};
@@ -227,6 +226,9 @@ where
     Encoding::Plain
 }
 
+/// Rows after which a block whose values are more than 3/4 distinct stays plain.
+const DICT_SAMPLE: usize = 4096;
+
 fn encode_var(arr: &dyn Array, encode: bool, p: &mut Vec<u8>) -> Encoding {
     let (offs, values) = var_parts(arr);
     let rows = arr.len();
@@ -234,7 +236,10 @@ fn encode_var(arr: &dyn Array, encode: bool, p: &mut Vec<u8>) -> Encoding {
     let value = |i: usize| &values[offs[i] as usize..offs[i + 1] as usize];
     if encode && rows > 0 {
         // Dictionary: distinct values in order of first appearance, then one index per row.
-        let mut ids: HashMap<&[u8], u32> = HashMap::new();
+        // The table holds dictionary ids, hashed by their value's xxh3 (no SipHash, no key
+        // copies); a first sample of mostly distinct values gives up early (unique strings
+        // such as URLs or ids would otherwise hash half the block before giving up).
+        let mut ids: hashbrown::HashTable<u32> = hashbrown::HashTable::new();
         let mut dict: Vec<&[u8]> = Vec::new();
         let mut dict_bytes = 0usize;
         let plain = (offs[rows] - base) as usize + 4 * (rows + 1);
@@ -242,13 +247,19 @@ fn encode_var(arr: &dyn Array, encode: bool, p: &mut Vec<u8>) -> Encoding {
         let mut gave_up = false;
         for i in 0..rows {
             let v = value(i);
-            let id = *ids.entry(v).or_insert_with(|| {
-                dict.push(v);
-                dict_bytes += v.len();
-                dict.len() as u32 - 1
-            });
+            let h = xxhash_rust::xxh3::xxh3_64(v);
+            let id = match ids.find(h, |&id| dict[id as usize] == v) {
+                Some(&id) => id,
+                None => {
+                    let id = dict.len() as u32;
+                    dict.push(v);
+                    dict_bytes += v.len();
+                    ids.insert_unique(h, id, |&id| xxhash_rust::xxh3::xxh3_64(dict[id as usize]));
+                    id
+                }
+            };
             idx.push(id);
-            if dict_bytes + 4 * dict.len() > plain / 2 {
+            if dict_bytes + 4 * dict.len() > plain / 2 || (i + 1 == DICT_SAMPLE && dict.len() * 4 > DICT_SAMPLE * 3) {
                 gave_up = true;
                 break;
             }

@@ -67,6 +67,17 @@ pub(crate) fn write_sorted(
     };
     let mut w = PartWriter::new(dir, layout)?;
     let batch = batch_rows(layout).max(1);
+    if perm.is_none() {
+        // No sort key: the rows go in as they are, slices of the chunks (no copy).
+        for (k, &len) in lens.iter().enumerate() {
+            for off in (0..len).step_by(batch) {
+                let n = batch.min(len - off);
+                w.write(n, &|c| Ok(columns[c][k].slice(off, n)))?;
+                progress(n);
+            }
+        }
+        return w.finish();
+    }
     for b0 in (0..rows).step_by(batch) {
         let b1 = (b0 + batch).min(rows);
         let idx: Vec<(usize, usize)> = match &perm {

@@ -6,8 +6,9 @@ use super::*;
 /// Writes one part into an existing empty directory as its rows arrive, already sorted by
 /// the sort key, in batches of any length ([`PartWriter::write`]). Each column is cut into
 /// granules and blocks as its rows arrive and appended to its file, so the writer holds at
-/// most one morsel ([`GRANULES_PER_MORSEL`] granules) of pending rows per column besides
-/// the caller's batch, never a whole column: a column of any total size is written as long
+/// most [`ENCODE_BATCH`] morsels ([`GRANULES_PER_MORSEL`] granules each) or
+/// [`ENCODE_BATCH_BYTES`] of pending rows per column besides the caller's batch (encoded in
+/// parallel when they are complete), never a whole column: a column of any total size is written as long
 /// as each granule fits in an arrow array (under 2 GiB of string bytes).
 /// [`PartWriter::finish`] writes the index files, `meta.json` and `checksums.txt` and
 /// fsyncs every file and the directory.
@@ -238,6 +239,68 @@ impl PerGranule {
     }
 }
 
+/// Morsels of one column encoded in parallel per [`ColumnWriter::flush`] round, and their
+/// uncompressed bytes: a round stops at either (bounds the encoded bytes held before they
+/// are appended to the file; a round always takes at least one morsel).
+const ENCODE_BATCH: usize = 16;
+const ENCODE_BATCH_BYTES: usize = 64 << 20;
+
+/// What encoding a morsel of a column needs to know (no file, so morsels encode in
+/// parallel).
+struct Encode<'a> {
+    codec: Codec,
+    encodings: bool,
+    with_bloom: bool,
+    is_key: bool,
+    c: usize,
+    name: &'a str,
+}
+
+/// One morsel of a column, encoded: its blocks (bytes, and the rows of each granule in
+/// the block) and its granules' index entries, in order.
+struct Encoded {
+    blocks: Vec<(Vec<u8>, Vec<usize>)>,
+    mins: Vec<ArrayRef>,
+    maxs: Vec<ArrayRef>,
+    blooms: Vec<Vec<u64>>,
+    firsts: Vec<ArrayRef>,
+}
+
+impl Encode<'_> {
+    /// Groups the granules of a morsel (or of the part's last rows) into blocks: a block
+    /// is closed at the first granule boundary where it holds at least
+    /// [`MIN_BLOCK_BYTES`] uncompressed bytes, or at the morsel's end.
+    fn morsel(&self, granules: &[ArrayRef]) -> Result<Encoded> {
+        let one = UInt32Array::from(vec![0u32]);
+        let mut e = Encoded { blocks: Vec::new(), mins: Vec::new(), maxs: Vec::new(), blooms: Vec::new(), firsts: Vec::new() };
+        let (mut block, mut bytes) = (Vec::new(), 0);
+        for (i, gran) in granules.iter().enumerate() {
+            bytes += block::plain_size(gran.as_ref());
+            let (lo, hi) = min_max(gran.as_ref())?;
+            e.mins.push(lo);
+            e.maxs.push(hi);
+            if self.with_bloom {
+                e.blooms.push(bloom_of(gran.as_ref()));
+            }
+            if self.is_key {
+                // A copy: a one-row slice would keep the whole granule's buffers alive.
+                e.firsts.push(take(gran.as_ref(), &one, None)?);
+            }
+            block.push(gran.clone());
+            if i + 1 == granules.len() || bytes >= MIN_BLOCK_BYTES {
+                let arr = concat_pieces(&block, || format!("column {}", self.name))?;
+                let mut out = Vec::new();
+                block::write_block(arr.as_ref(), self.codec, self.encodings, &mut out)
+                    .map_err(|e| Error::InvalidArgument(format!("column {} ({}): {e}", self.c, self.name)))?;
+                e.blocks.push((out, block.iter().map(|g| g.len()).collect()));
+                block.clear();
+                bytes = 0;
+            }
+        }
+        Ok(e)
+    }
+}
+
 /// One column file of a [`PartWriter`]: rows not yet cut into blocks, and what the index
 /// files need of the granules written.
 struct ColumnWriter {
@@ -256,6 +319,8 @@ struct ColumnWriter {
     /// Rows received but not written, in order; `pending_rows` in all.
     pending: VecDeque<ArrayRef>,
     pending_rows: usize,
+    /// Uncompressed bytes of `pending` (as [`block::plain_size`] counts them).
+    pending_bytes: usize,
     /// Per granule written: (byte offset of its block, first row inside the block).
     marks: Vec<(u64, u32)>,
     /// Per granule: min and max (copies, not slices of the data).
@@ -264,8 +329,6 @@ struct ColumnWriter {
     blooms: Vec<Vec<u64>>,
     /// Sort-key columns: a copy of each granule's first row.
     firsts: PerGranule,
-    /// Scratch buffer of one encoded block.
-    block: Vec<u8>,
 }
 
 impl ColumnWriter {
@@ -285,30 +348,78 @@ impl ColumnWriter {
             is_key: layout.sort_key.contains(&c),
             pending: VecDeque::new(),
             pending_rows: 0,
+            pending_bytes: 0,
             marks: Vec::new(),
             mins: PerGranule::default(),
             maxs: PerGranule::default(),
             blooms: Vec::new(),
             firsts: PerGranule::default(),
-            block: Vec::new(),
         })
     }
 
     fn push(&mut self, a: ArrayRef) {
         if !a.is_empty() {
             self.pending_rows += a.len();
+            self.pending_bytes += block::plain_size(a.as_ref());
             self.pending.push_back(a);
         }
     }
 
-    /// Writes every full morsel of pending rows (`last`: and the rest).
+    /// Writes every full morsel of pending rows (`last`: and the rest). The morsels are
+    /// encoded and compressed in parallel on the rayon pool, [`ENCODE_BATCH`] at a time,
+    /// then appended to the file in order, so one column (a single-column table, or the
+    /// widest column of a load) does not serialize the write on one core.
     fn flush(&mut self, last: bool, schema: &Schema) -> Result<()> {
         let morsel = self.granule_rows.saturating_mul(GRANULES_PER_MORSEL);
-        while self.pending_rows >= morsel || (last && self.pending_rows > 0) {
-            let n = morsel.min(self.pending_rows);
-            self.write_morsel(n, schema)?;
+        if !last && self.pending_rows < ENCODE_BATCH * morsel && self.pending_bytes < ENCODE_BATCH_BYTES {
+            // Not a round's worth yet: rows arrive a morsel at a time, and a round of one
+            // morsel would encode on one core.
+            return Ok(());
         }
-        Ok(())
+        loop {
+            let (mut batch, mut batch_bytes) = (Vec::new(), 0usize);
+            while batch.len() < ENCODE_BATCH
+                && batch_bytes < ENCODE_BATCH_BYTES
+                && (self.pending_rows >= morsel || (last && self.pending_rows > 0))
+            {
+                // A morsel as its granules, each one array (only a granule must stay under
+                // arrow's 2 GiB of string bytes, not a morsel).
+                let n = morsel.min(self.pending_rows);
+                let mut granules = Vec::with_capacity(GRANULES_PER_MORSEL);
+                let mut done = 0;
+                while done < n {
+                    let len = self.granule_rows.min(n - done);
+                    let g = self.take(len, schema)?;
+                    let b = block::plain_size(g.as_ref());
+                    batch_bytes += b;
+                    self.pending_bytes = self.pending_bytes.saturating_sub(b);
+                    granules.push(g);
+                    done += len;
+                }
+                batch.push(granules);
+            }
+            if batch.is_empty() {
+                return Ok(());
+            }
+            let name = schema.field(self.c).name();
+            let enc = Encode {
+                codec: self.codec,
+                encodings: self.encodings,
+                with_bloom: self.with_bloom,
+                is_key: self.is_key,
+                c: self.c,
+                name,
+            };
+            let encoded: Vec<Encoded> = if batch.len() == 1 {
+                vec![enc.morsel(&batch[0])?]
+            } else {
+                batch.par_iter().map(|a| enc.morsel(a)).collect::<Result<_>>()?
+            };
+            drop(batch);
+            for e in encoded {
+                self.append(e, name)?;
+            }
+        }
     }
 
     /// The next `n` pending rows as one array.
@@ -330,43 +441,27 @@ impl ColumnWriter {
         concat_pieces(&pieces, || format!("column {}", schema.field(self.c).name()))
     }
 
-    /// Writes `n` rows (a morsel, or the part's last rows) as granules grouped into blocks:
-    /// a block is closed at the first granule boundary where it holds at least
-    /// [`MIN_BLOCK_BYTES`] uncompressed bytes, or at the morsel's end.
-    fn write_morsel(&mut self, n: usize, schema: &Schema) -> Result<()> {
-        let gr = self.granule_rows;
-        let one = UInt32Array::from(vec![0u32]);
-        let (mut block, mut bytes, mut block_rows, mut done) = (Vec::new(), 0, 0, 0);
-        while done < n {
-            let len = gr.min(n - done);
-            let gran = self.take(len, schema)?;
-            bytes += block::plain_size(gran.as_ref());
-            let (lo, hi) = min_max(gran.as_ref())?;
-            let what = || format!("min/max index of column {}", schema.field(self.c).name());
+    /// Appends an encoded morsel: its blocks to the file, its granules to the marks and
+    /// index entries.
+    fn append(&mut self, e: Encoded, name: &str) -> Result<()> {
+        let what = || format!("min/max index of column {name}");
+        for (bytes, granules) in e.blocks {
+            let mut row = 0u32;
+            for g in granules {
+                self.marks.push((self.len, row));
+                row += g as u32;
+            }
+            self.file.write_all(&bytes).map_err(io(&self.path))?;
+            self.hasher.update(&bytes);
+            self.len += bytes.len() as u64;
+        }
+        for (lo, hi) in e.mins.into_iter().zip(e.maxs) {
             self.mins.push(lo, what)?;
             self.maxs.push(hi, what)?;
-            if self.with_bloom {
-                self.blooms.push(bloom_of(gran.as_ref()));
-            }
-            if self.is_key {
-                // A copy: a one-row slice would keep the whole granule's buffers alive.
-                self.firsts.push(take(gran.as_ref(), &one, None)?, what)?;
-            }
-            self.marks.push((self.len, block_rows as u32));
-            block_rows += len;
-            done += len;
-            block.push(gran);
-            if done >= n || bytes >= MIN_BLOCK_BYTES {
-                let arr = concat_pieces(&block, || format!("column {}", schema.field(self.c).name()))?;
-                self.block.clear();
-                block::write_block(arr.as_ref(), self.codec, self.encodings, &mut self.block)
-                    .map_err(|e| Error::InvalidArgument(format!("column {}: {e}", self.c)))?;
-                self.file.write_all(&self.block).map_err(io(&self.path))?;
-                self.hasher.update(&self.block);
-                self.len += self.block.len() as u64;
-                block.clear();
-                (bytes, block_rows) = (0, 0);
-            }
+        }
+        self.blooms.extend(e.blooms);
+        for f in e.firsts {
+            self.firsts.push(f, what)?;
         }
         Ok(())
     }
