@@ -16,12 +16,11 @@
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
 
-use arrow::array::{Array, ArrayRef, RecordBatch};
+use arrow::array::{Array, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use tessera_common::{Error, Result};
 
 use crate::builder::{ColumnBuilder, show, write_date, write_datetime};
-use crate::native::str_value;
 use crate::text::{TextCol, write_f32, write_f64, write_i64, write_u64};
 use crate::{BatchReader, BatchWriter, READ_BATCH_ROWS, ReadOptions, corrupt, out_err};
 
@@ -100,16 +99,16 @@ impl<'a> JsonWriter<'a> {
 
 impl BatchWriter for JsonWriter<'_> {
     fn write(&mut self, batch: &RecordBatch) -> Result<()> {
-        let cols: Vec<(TextCol<'_>, &ArrayRef)> =
-            batch.columns().iter().map(|c| Ok((TextCol::new(c)?, c))).collect::<Result<_>>()?;
+        let cols: Vec<(TextCol<'_>, Option<&arrow::buffer::NullBuffer>)> =
+            batch.columns().iter().map(|c| Ok((TextCol::new(c)?, c.nulls()))).collect::<Result<_>>()?;
         for r in 0..batch.num_rows() {
             self.buf.push(b'{');
-            for (c, (tc, col)) in cols.iter().enumerate() {
+            for (c, (tc, nulls)) in cols.iter().enumerate() {
                 if c > 0 {
                     self.buf.push(b',');
                 }
                 self.buf.extend_from_slice(&self.keys[c]);
-                if col.is_null(r) {
+                if nulls.is_some_and(|n| n.is_null(r)) {
                     self.buf.extend_from_slice(b"null");
                     continue;
                 }
@@ -123,7 +122,7 @@ impl BatchWriter for JsonWriter<'_> {
                     TextCol::F64(a) => quoted(out, |o| write_f64(o, a.value(r))),
                     TextCol::Date(a) => quoted(out, |o| write_date(o, i64::from(a.value(r)))),
                     TextCol::Time(a) => quoted(out, |o| write_datetime(o, a.value(r))),
-                    TextCol::Str(a) => json_string(out, str_value(*a, r)),
+                    TextCol::Str(a) => json_string(out, a.get(r)),
                     TextCol::Other(f) => {
                         use std::io::Write as _;
                         let _ = write!(out, "{}", f.value(r));

@@ -38,6 +38,7 @@ const MAX_STRING_BYTES: u64 = 1 << 30;
 const MAX_BLOCK_ROWS: u64 = 1 << 31;
 
 /// Appends `v` as a VarUInt (LEB128).
+#[inline]
 pub(crate) fn put_varuint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
@@ -47,6 +48,7 @@ pub(crate) fn put_varuint(out: &mut Vec<u8>, mut v: u64) {
 }
 
 /// Appends a ClickHouse `String`: VarUInt length, then the bytes.
+#[inline]
 pub(crate) fn put_string(out: &mut Vec<u8>, s: &[u8]) {
     put_varuint(out, s.len() as u64);
     out.extend_from_slice(s);
@@ -164,11 +166,36 @@ impl FixedBytes {
     }
 }
 
-/// The bytes of string value `i` of a Utf8 or Binary column.
-pub(crate) fn str_value(col: &dyn Array, i: usize) -> &[u8] {
-    match col.data_type() {
-        DataType::Utf8 => col.as_string::<i32>().value(i).as_bytes(),
-        _ => col.as_binary::<i32>().value(i),
+/// A Utf8 or Binary column's offsets and value bytes, looked up once per batch so that the
+/// writers' per-value loops do no type match or downcast.
+#[derive(Clone, Copy)]
+pub(crate) struct StrView<'a> {
+    offsets: &'a [i32],
+    values: &'a [u8],
+}
+
+impl<'a> StrView<'a> {
+    /// The view of `col`, a Utf8 or Binary column.
+    ///
+    /// # Panics
+    /// If `col` is neither (the writers' layouts send only those here).
+    pub(crate) fn of(col: &'a dyn Array) -> StrView<'a> {
+        match col.data_type() {
+            DataType::Utf8 => {
+                let a = col.as_string::<i32>();
+                StrView { offsets: a.value_offsets(), values: a.value_data() }
+            }
+            _ => {
+                let a = col.as_binary::<i32>();
+                StrView { offsets: a.value_offsets(), values: a.value_data() }
+            }
+        }
+    }
+
+    /// The bytes of value `i`.
+    #[inline(always)]
+    pub(crate) fn get(&self, i: usize) -> &'a [u8] {
+        &self.values[self.offsets[i] as usize..self.offsets[i + 1] as usize]
     }
 }
 
@@ -223,11 +250,12 @@ impl<'a> NativeWriter<'a> {
             }
             match wire {
                 Wire::String => {
+                    let (view, nulls) = (StrView::of(col.as_ref()), col.nulls());
                     for i in 0..col.len() {
-                        if col.is_null(i) {
+                        if nulls.is_some_and(|n| n.is_null(i)) {
                             self.buf.push(0);
                         } else {
-                            put_string(&mut self.buf, str_value(col.as_ref(), i));
+                            put_string(&mut self.buf, view.get(i));
                         }
                     }
                 }

@@ -21,7 +21,7 @@ use tessera_common::{Error, Result};
 
 use crate::builder::ColumnBuilder;
 use crate::chtype::{self, Wire};
-use crate::native::{FixedBytes, fixed_bytes, layouts, put_string, put_varuint, read_string, read_varuint, str_value};
+use crate::native::{FixedBytes, fixed_bytes, layouts, put_string, put_varuint, read_string, read_varuint, StrView};
 use crate::{BatchReader, BatchWriter, Format, READ_BATCH_ROWS, ReadOptions, corrupt, out_err};
 
 /// Writes batches as RowBinary rows (after the header of the `WithNames` variants).
@@ -62,28 +62,28 @@ impl<'a> RowBinaryWriter<'a> {
 /// One column of a batch being written row by row.
 enum Cells<'b> {
     Fixed(FixedBytes, usize),
-    Str(&'b dyn Array),
+    Str(StrView<'b>),
 }
 
 impl BatchWriter for RowBinaryWriter<'_> {
     fn write(&mut self, batch: &RecordBatch) -> Result<()> {
-        let cols: Vec<(Cells<'_>, Option<&dyn Array>)> = batch
+        let cols: Vec<(Cells<'_>, Option<Option<&arrow::buffer::NullBuffer>>)> = batch
             .columns()
             .iter()
             .zip(&self.layouts)
             .zip(self.schema.fields())
             .map(|((col, (wire, _)), f)| {
                 let cells = match wire {
-                    Wire::String => Cells::Str(col.as_ref()),
+                    Wire::String => Cells::Str(StrView::of(col.as_ref())),
                     w => Cells::Fixed(fixed_bytes(col.as_ref(), *w, f.name(), self.rows)?, w.width().unwrap_or(0)),
                 };
-                Ok((cells, f.is_nullable().then_some(col.as_ref())))
+                Ok((cells, f.is_nullable().then_some(col.nulls())))
             })
             .collect::<Result<_>>()?;
         for r in 0..batch.num_rows() {
             for (cells, nullable) in &cols {
-                if let Some(col) = nullable {
-                    if col.is_null(r) {
+                if let Some(nulls) = nullable {
+                    if nulls.is_some_and(|n| n.is_null(r)) {
                         self.buf.push(1);
                         continue;
                     }
@@ -91,7 +91,7 @@ impl BatchWriter for RowBinaryWriter<'_> {
                 }
                 match cells {
                     Cells::Fixed(b, w) => self.buf.extend_from_slice(&b.bytes()[r * w..(r + 1) * w]),
-                    Cells::Str(col) => put_string(&mut self.buf, str_value(*col, r)),
+                    Cells::Str(view) => put_string(&mut self.buf, view.get(r)),
                 }
             }
             if self.buf.len() >= 1 << 16 {

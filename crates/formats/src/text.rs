@@ -25,7 +25,7 @@ use arrow::datatypes::{
 use tessera_common::{Error, Result};
 
 use crate::builder::{ColumnBuilder, show, write_date, write_datetime};
-use crate::native::str_value;
+use crate::native::StrView;
 use crate::{BatchReader, BatchWriter, Format, READ_BATCH_ROWS, ReadOptions, corrupt, out_err};
 
 /// Appends `v` in decimal.
@@ -125,7 +125,7 @@ pub(crate) enum TextCol<'b> {
     F64(&'b arrow::array::Float64Array),
     Date(&'b arrow::array::Date32Array),
     Time(&'b arrow::array::TimestampSecondArray),
-    Str(&'b dyn Array),
+    Str(StrView<'b>),
     /// Types Tessera computes but does not store (128-bit sums as Decimal128(38, 0),
     /// Boolean): Arrow's display text, as a number or `true`/`false`.
     Other(arrow::util::display::ArrayFormatter<'b>),
@@ -174,7 +174,7 @@ impl<'b> TextCol<'b> {
             DataType::Float64 => TextCol::F64(col.as_primitive::<Float64Type>()),
             DataType::Date32 => TextCol::Date(col.as_primitive::<Date32Type>()),
             DataType::Timestamp(TimeUnit::Second, None) => TextCol::Time(col.as_primitive::<TimestampSecondType>()),
-            DataType::Utf8 | DataType::Binary => TextCol::Str(col.as_ref()),
+            DataType::Utf8 | DataType::Binary => TextCol::Str(StrView::of(col.as_ref())),
             DataType::Decimal128(_, _) | DataType::Boolean => {
                 TextCol::Other(arrow::util::display::ArrayFormatter::try_new(col.as_ref(), &Default::default())?)
             }
@@ -256,15 +256,15 @@ impl<'a> TextWriter<'a> {
 
 impl BatchWriter for TextWriter<'_> {
     fn write(&mut self, batch: &RecordBatch) -> Result<()> {
-        let cols: Vec<(TextCol<'_>, &ArrayRef)> =
-            batch.columns().iter().map(|c| Ok((TextCol::new(c)?, c))).collect::<Result<_>>()?;
+        let cols: Vec<(TextCol<'_>, Option<&arrow::buffer::NullBuffer>)> =
+            batch.columns().iter().map(|c| Ok((TextCol::new(c)?, c.nulls()))).collect::<Result<_>>()?;
         let (sep, csv) = (if self.csv { b',' } else { b'\t' }, self.csv);
         for r in 0..batch.num_rows() {
-            for (c, (tc, col)) in cols.iter().enumerate() {
+            for (c, (tc, nulls)) in cols.iter().enumerate() {
                 if c > 0 {
                     self.buf.push(sep);
                 }
-                if col.is_null(r) {
+                if nulls.is_some_and(|n| n.is_null(r)) {
                     self.buf.extend_from_slice(b"\\N");
                     continue;
                 }
@@ -298,9 +298,9 @@ impl BatchWriter for TextWriter<'_> {
                     }
                     TextCol::Str(a) => {
                         if csv {
-                            csv_quote(out, str_value(*a, r));
+                            csv_quote(out, a.get(r));
                         } else {
-                            tsv_escape(out, str_value(*a, r));
+                            tsv_escape(out, a.get(r));
                         }
                     }
                 }
