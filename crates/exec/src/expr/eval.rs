@@ -46,6 +46,9 @@ impl Val {
         if from.is_integer() && to.is_integer() {
             return self.map(|a| wrapping_int_cast(a, to));
         }
+        if from.is_integer() && *to == DataType::Utf8 {
+            return self.map(int_to_utf8);
+        }
         let opts = CastOptions { safe: false, ..Default::default() };
         self.map(|a| Ok(cast_with_options(a, to, &opts)?))
     }
@@ -66,6 +69,44 @@ impl Val {
             Val::Scalar(a) if a.is_null(0) => Ok(new_null_array(a.data_type(), len)),
             Val::Scalar(a) => Ok(arrow::compute::take(&a, &UInt32Array::from_value(0, len), None)?),
         }
+    }
+}
+
+/// `CAST(int AS String)` / `toString(int)`: the decimal digits of each value written
+/// straight into the string column's buffer (`itoa`), the text Arrow's cast gives, without
+/// its per-value formatter dispatch. NULLs stay NULL.
+fn int_to_utf8(a: &ArrayRef) -> Result<ArrayRef> {
+    fn digits<T: ArrowPrimitiveType>(a: &ArrayRef) -> Result<ArrayRef>
+    where
+        T::Native: itoa::Integer,
+    {
+        let p = a.as_primitive::<T>();
+        let mut values: Vec<u8> = Vec::with_capacity(p.len() * 8);
+        let mut offsets: Vec<i32> = Vec::with_capacity(p.len() + 1);
+        offsets.push(0);
+        let mut buf = itoa::Buffer::new();
+        for (i, &v) in p.values().iter().enumerate() {
+            if p.is_valid(i) {
+                values.extend_from_slice(buf.format(v).as_bytes());
+            }
+            let end = i32::try_from(values.len())
+                .map_err(|_| Error::InvalidArgument("toString: more than 2 GiB of text in one morsel".into()))?;
+            offsets.push(end);
+        }
+        let offsets = arrow::buffer::OffsetBuffer::new(offsets.into());
+        Ok(Arc::new(arrow::array::StringArray::new(offsets, values.into(), p.nulls().cloned())))
+    }
+    use arrow::datatypes::*;
+    match a.data_type() {
+        DataType::Int8 => digits::<Int8Type>(a),
+        DataType::Int16 => digits::<Int16Type>(a),
+        DataType::Int32 => digits::<Int32Type>(a),
+        DataType::Int64 => digits::<Int64Type>(a),
+        DataType::UInt8 => digits::<UInt8Type>(a),
+        DataType::UInt16 => digits::<UInt16Type>(a),
+        DataType::UInt32 => digits::<UInt32Type>(a),
+        DataType::UInt64 => digits::<UInt64Type>(a),
+        other => Err(Error::internal(format!("int_to_utf8 of {other}"))),
     }
 }
 

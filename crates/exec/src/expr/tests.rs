@@ -165,3 +165,27 @@ fn constants_fold_to_one_row_and_broadcast() {
     let e = Expr::arith(ArithOp::Add, Expr::literal(Literal::Null), lit_u(1)).unwrap();
     assert_eq!(evaluate(&e, &[], 2).unwrap().null_count(), 2);
 }
+
+/// `toString` of every integer type equals Arrow's cast (the reference it replaced): the
+/// extremes, zero, negatives, NULLs, a sliced input.
+#[test]
+fn int_to_string_equals_arrow_cast() {
+    use arrow::compute::cast;
+    let arrays: Vec<ArrayRef> = vec![
+        Arc::new(Int8Array::from(vec![Some(i8::MIN), Some(-1), None, Some(0), Some(i8::MAX)])),
+        Arc::new(Int16Array::from(vec![Some(i16::MIN), None, Some(7), Some(i16::MAX)])),
+        Arc::new(Int32Array::from(vec![Some(i32::MIN), Some(-10), Some(100), None, Some(i32::MAX)])),
+        Arc::new(Int64Array::from(vec![Some(i64::MIN), Some(-1), Some(0), None, Some(i64::MAX)])),
+        Arc::new(UInt8Array::from(vec![Some(0), Some(u8::MAX), None])),
+        Arc::new(UInt16Array::from(vec![None, Some(0), Some(u16::MAX)])),
+        Arc::new(UInt32Array::from(vec![Some(0), Some(u32::MAX), Some(42)])),
+        Arc::new(UInt64Array::from(vec![Some(0), None, Some(u64::MAX), Some(1 << 63)])),
+        Arc::new(Int64Array::from((-5000..5000).map(|v| if v % 7 == 0 { None } else { Some(v * 9973) }).collect::<Vec<_>>()).slice(3, 9000)),
+    ];
+    for a in arrays {
+        let e = Expr::cast(col(0, &a), DataType::Utf8).unwrap();
+        let got = run(&e, &[a.clone()]).unwrap();
+        let want = cast(&a, &DataType::Utf8).unwrap();
+        assert_eq!(got.as_string::<i32>(), want.as_string::<i32>(), "{}", a.data_type());
+    }
+}
