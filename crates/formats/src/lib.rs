@@ -58,7 +58,7 @@ use std::io::{Read, Write};
 use std::path::PathBuf;
 
 use arrow::array::RecordBatch;
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{DataType, SchemaRef};
 pub use tessera_common::{Error, Result};
 
 pub use chtype::{clickhouse_type, parse_clickhouse_type};
@@ -173,6 +173,22 @@ impl Format {
     /// compressed blocks around the whole output.
     pub fn compresses_inside(self) -> bool {
         matches!(self, Format::Parquet | Format::Arrow | Format::ArrowStream)
+    }
+
+    /// For the row formats, whose batches serialize independently of one another after a
+    /// header and cost enough per value to gain from [`write_batches`]' parallel path: the
+    /// format of the body, i.e. without its header (`CSVWithNames` -> `CSV`). `None` for
+    /// the others (Arrow and Parquet; Native, whose blocks are mostly copies of the column
+    /// buffers: serialized in parallel it was slower by the extra copy, 0.17 s against
+    /// 0.16 s for 6M rows of the Mixed case, where RowBinary gained 10%, CSV 15%, JSON 20%).
+    fn body_format(self) -> Option<Format> {
+        Some(match self {
+            Format::RowBinary | Format::TabSeparated | Format::Csv | Format::JsonEachRow => self,
+            Format::RowBinaryWithNames | Format::RowBinaryWithNamesAndTypes => Format::RowBinary,
+            Format::TabSeparatedWithNames => Format::TabSeparated,
+            Format::CsvWithNames => Format::Csv,
+            Format::Native | Format::Parquet | Format::Arrow | Format::ArrowStream => return None,
+        })
     }
 }
 
@@ -317,6 +333,16 @@ pub fn write_batches<'a>(
 ) -> Result<WriteStats> {
     let counter = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let sink = Counting { inner: out, bytes: counter.clone() };
+    // Row-independent formats serialize batches in parallel (ClickHouse's parallel
+    // formatting), unless a value can fail to convert (timestamps outside DateTime's
+    // range), whose error names its row in the whole output.
+    let per_row_errors = schema.fields().iter().any(|f| matches!(f.data_type(), DataType::Timestamp(_, _)));
+    if let Some(body) = format.body_format().filter(|_| !per_row_errors && rayon::current_num_threads() > 1) {
+        return write_parallel(format, body, schema, batches, Box::new(sink), opts).map(|rows| WriteStats {
+            rows,
+            bytes: counter.load(std::sync::atomic::Ordering::Relaxed),
+        });
+    }
     let mut w = writer(format, schema, Box::new(sink), opts)?;
     let mut rows = 0u64;
     for b in batches {
@@ -326,6 +352,62 @@ pub fn write_batches<'a>(
     }
     w.finish()?;
     Ok(WriteStats { rows, bytes: counter.load(std::sync::atomic::Ordering::Relaxed) })
+}
+
+/// Batches serialized per group of [`PARALLEL_BATCHES`] on the rayon pool, written in order.
+const PARALLEL_BATCHES: usize = 16;
+
+/// [`write_batches`] for a format whose batches serialize independently: the header (what
+/// `format`'s writer writes before any row), then each batch serialized in `body` (the
+/// format without header) into its own buffer, groups of batches in parallel, written to
+/// `out` (through the compressor, if any) in order. Returns the rows written.
+fn write_parallel<'a>(
+    format: Format,
+    body: Format,
+    schema: &SchemaRef,
+    batches: impl IntoIterator<Item = Result<RecordBatch>>,
+    out: Box<dyn Write + Send + 'a>,
+    opts: &WriteOptions,
+) -> Result<u64> {
+    use rayon::prelude::*;
+    let none = WriteOptions { compression: Compression::None };
+    let encode = |f: Format, b: Option<&RecordBatch>, v: &mut Vec<u8>| -> Result<()> {
+        v.clear();
+        let mut w = writer(f, schema, Box::new(&mut *v), &none)?;
+        if let Some(b) = b {
+            w.write(b)?;
+        }
+        w.finish()
+    };
+    let mut out: Box<dyn Write + Send + 'a> = match opts.compression {
+        Compression::None => out,
+        c => Box::new(block::CompressedWriter::new(out, c)),
+    };
+    // One buffer per batch of a group, reused from group to group (no fresh pages per batch).
+    let mut bufs: Vec<Vec<u8>> = vec![Vec::new(); PARALLEL_BATCHES];
+    encode(format, None, &mut bufs[0])?;
+    out.write_all(&bufs[0]).map_err(out_err)?;
+    let (mut rows, mut group) = (0u64, Vec::with_capacity(PARALLEL_BATCHES));
+    let mut batches = batches.into_iter().peekable();
+    while batches.peek().is_some() {
+        group.clear();
+        while group.len() < PARALLEL_BATCHES {
+            match batches.next() {
+                Some(b) => group.push(b?),
+                None => break,
+            }
+        }
+        group
+            .par_iter()
+            .zip(bufs.par_iter_mut())
+            .try_for_each(|(b, v)| if b.num_rows() > 0 { encode(body, Some(b), v) } else { Ok(v.clear()) })?;
+        for v in &bufs[..group.len()] {
+            out.write_all(v).map_err(out_err)?;
+        }
+        rows += group.iter().map(|b| b.num_rows() as u64).sum::<u64>();
+    }
+    out.flush().map_err(out_err)?;
+    Ok(rows)
 }
 
 /// A sink that counts the bytes passed through.
