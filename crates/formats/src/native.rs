@@ -75,6 +75,20 @@ pub(crate) fn read_varuint(r: &mut impl BufRead) -> io::Result<Option<u64>> {
     Err(io::Error::new(io::ErrorKind::InvalidData, "VarUInt longer than 10 bytes"))
 }
 
+/// The VarUInt at the start of `buf` and its length in bytes, if `buf` holds all of it
+/// (and it is at most 10 bytes).
+#[inline(always)]
+fn varuint_at(buf: &[u8]) -> Option<(u64, usize)> {
+    let mut v = 0u64;
+    for (i, &byte) in buf.iter().take(10).enumerate() {
+        v |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Some((v, i + 1));
+        }
+    }
+    None
+}
+
 /// Reads exactly `n` bytes into `out` (appending), growing it as the bytes arrive rather
 /// than by `n` up front, so a corrupt size cannot make it allocate more than the input has.
 pub(crate) fn read_n(r: &mut impl BufRead, n: u64, out: &mut Vec<u8>) -> io::Result<()> {
@@ -398,7 +412,42 @@ impl<R: BufRead> NativeReader<R> {
                 // Strings in a column of unknown encoding: read as bytes, typed Utf8 when valid.
                 let mut b = ColumnBuilder::new(&DataType::Binary, false, rows)?;
                 let mut v = Vec::new();
-                for r in 0..rows {
+                let mut r = 0;
+                while r < rows {
+                    // As many whole strings as the reader's buffer holds, parsed in place.
+                    let (parsed, used) = match self.src.fill_buf() {
+                        Ok(buf) => {
+                            let (mut pos, mut parsed) = (0, 0);
+                            while r + parsed < rows {
+                                let Some((n, len)) = varuint_at(&buf[pos..]) else { break };
+                                if n > MAX_STRING_BYTES || buf.len() - pos - len < n as usize {
+                                    break;
+                                }
+                                let start = pos + len;
+                                b.push_bytes(&buf[start..start + n as usize]).map_err(|m| corrupt(&self.opts.source, m))?;
+                                pos = start + n as usize;
+                                parsed += 1;
+                                if b.is_full() {
+                                    break;
+                                }
+                            }
+                            (parsed, pos)
+                        }
+                        Err(_) => (0, 0),
+                    };
+                    if parsed > 0 {
+                        self.src.consume(used);
+                        r += parsed;
+                        if b.is_full() && r < rows {
+                            return Err(Error::NotImplemented(format!(
+                                "{}: Native block {} {label}: strings past 1 GiB in one block",
+                                self.opts.source.display(),
+                                self.blocks + 1
+                            )));
+                        }
+                        continue;
+                    }
+                    // A string across the buffer's end (or an error to report): one at a time.
                     let n = read_varuint(&mut self.src)
                         .and_then(|n| n.ok_or_else(|| io::ErrorKind::UnexpectedEof.into()))
                         .map_err(|e| self.io(e, &format!("row {}, {label}", self.rows + r as u64 + 1)))?;
@@ -408,22 +457,12 @@ impl<R: BufRead> NativeReader<R> {
                             format!("row {}, {label}: string of {n} bytes", self.rows + r as u64 + 1),
                         ));
                     }
-                    // The string whole in the reader's buffer (the usual case): pushed from
-                    // there, no copy through `v`.
-                    let pushed = match self.src.fill_buf() {
-                        Ok(buf) if buf.len() as u64 >= n => Some(b.push_bytes(&buf[..n as usize])),
-                        _ => None,
-                    };
-                    if let Some(pushed) = pushed {
-                        self.src.consume(n as usize);
-                        pushed.map_err(|m| corrupt(&self.opts.source, m))?;
-                    } else {
-                        v.clear();
-                        read_n(&mut self.src, n, &mut v)
-                            .map_err(|e| self.io(e, &format!("row {}, {label}", self.rows + r as u64 + 1)))?;
-                        b.push_bytes(&v).map_err(|m| corrupt(&self.opts.source, m))?;
-                    }
-                    if b.is_full() && r + 1 < rows {
+                    v.clear();
+                    read_n(&mut self.src, n, &mut v)
+                        .map_err(|e| self.io(e, &format!("row {}, {label}", self.rows + r as u64 + 1)))?;
+                    b.push_bytes(&v).map_err(|m| corrupt(&self.opts.source, m))?;
+                    r += 1;
+                    if b.is_full() && r < rows {
                         return Err(Error::NotImplemented(format!(
                             "{}: Native block {} {label}: strings past 1 GiB in one block",
                             self.opts.source.display(),

@@ -239,7 +239,7 @@ fn encode_var(arr: &dyn Array, encode: bool, p: &mut Vec<u8>) -> Encoding {
         // The table holds dictionary ids, hashed by their value's xxh3 (no SipHash, no key
         // copies); a first sample of mostly distinct values gives up early (unique strings
         // such as URLs or ids would otherwise hash half the block before giving up).
-        let mut ids: hashbrown::HashTable<u32> = hashbrown::HashTable::new();
+        let mut ids: hashbrown::HashTable<u32> = hashbrown::HashTable::with_capacity(rows.min(DICT_SAMPLE));
         let mut dict: Vec<&[u8]> = Vec::new();
         let mut dict_bytes = 0usize;
         let plain = (offs[rows] - base) as usize + 4 * (rows + 1);
