@@ -220,3 +220,18 @@ fn between_and_select_distinct_with_nulls() {
         assert!(matches!(db.sql(sql), Err(tessera::Error::NotImplemented(_))), "{sql}");
     }
 }
+
+/// ORDER BY an expression the DISTINCT list does not hold is `NotImplemented` (ClickHouse
+/// runs DISTINCT first and orders by the dropped column anyway), not an error that talks of
+/// a GROUP BY the query does not have; ordering by a select-list item or position works.
+#[test]
+fn select_distinct_order_by_outside_the_list() {
+    let (db, _, _) = table();
+    match db.sql("SELECT DISTINCT s FROM n ORDER BY v") {
+        Err(tessera::Error::NotImplemented(m)) => assert!(m.contains("SELECT DISTINCT") && m.contains("v"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(db.sql("SELECT DISTINCT s AS x FROM n ORDER BY x NULLS LAST").is_ok());
+    assert!(db.sql("SELECT DISTINCT s FROM n ORDER BY 1").is_ok());
+    assert!(matches!(db.sql("SELECT DISTINCT s FROM n ORDER BY 0"), Err(tessera::Error::Plan(_))));
+}

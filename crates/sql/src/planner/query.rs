@@ -177,7 +177,16 @@ pub(super) fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Ta
         let mut order_by = Vec::new();
         for o in &order_exprs {
             // An existing output with the same source, else a hidden one.
-            let out = resolve_order(&ctx, &o.expr, &items, visible, |item, name| outs.find_or_add(item, name))?;
+            let out = resolve_order(&ctx, &o.expr, &items, visible, |item, name| outs.find_or_add(item, name))
+                .map_err(|e| match e {
+                    // ClickHouse runs DISTINCT before such an ORDER BY (and DuckDB takes it
+                    // too); Tessera does not order by what the DISTINCT list drops.
+                    Error::Plan(m) if distinct && m.contains("must appear in GROUP BY") => Error::not_implemented(format!(
+                        "SELECT DISTINCT with ORDER BY {}, which is not in the select list",
+                        o.expr
+                    )),
+                    e => e,
+                })?;
             order_by.push(sort_key(o, out)?);
         }
         let having = match &select.having {
