@@ -83,13 +83,19 @@ struct Run {
     points: Vec<Point>,
 }
 
+/// The text of a bench JSON file.
+fn read_text(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|e| Error::Io { path: path.into(), source: e })
+}
+
+/// `text` (of `path`) parsed as a `what` JSON file.
+fn parse<T: serde::de::DeserializeOwned>(path: &Path, text: &str, what: &str) -> Result<T> {
+    serde_json::from_str(text).map_err(|e| Error::Corrupt { path: path.into(), detail: format!("not a `{what}` file: {e}") })
+}
+
 impl Run {
-    fn read(path: &Path) -> Result<Run> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::Io { path: path.into(), source: e })?;
-        let run: Run = serde_json::from_str(&text).map_err(|e| Error::Corrupt {
-            path: path.into(),
-            detail: format!("not a `tessera bench --json` file: {e}"),
-        })?;
+    fn parse(path: &Path, text: &str) -> Result<Run> {
+        let run: Run = parse(path, text, "tessera bench --json")?;
         if run.queries.iter().any(|q| !q.mean_seconds.is_finite() || q.mean_seconds <= 0.0) {
             return Err(Error::Corrupt { path: path.into(), detail: "a query mean time is not a positive number".into() });
         }
@@ -120,9 +126,15 @@ fn label(given: &Option<String>, path: &Path) -> String {
     given.clone().unwrap_or_else(|| path.file_stem().map_or("?".into(), |s| s.to_string_lossy().into_owned()))
 }
 
+#[cfg(test)]
 fn pair(args: &CompareArgs) -> Result<Pair> {
-    let a = Run::read(&args.a)?;
-    let b = Run::read(&args.b)?;
+    pair_of(args, &read_text(&args.a)?, &read_text(&args.b)?)
+}
+
+/// [`pair`] of the files' texts.
+fn pair_of(args: &CompareArgs, text_a: &str, text_b: &str) -> Result<Pair> {
+    let a = Run::parse(&args.a, text_a)?;
+    let b = Run::parse(&args.b, text_b)?;
     if a.table_rows != b.table_rows {
         return Err(Error::InvalidArgument(format!(
             "{} has {} rows and {} has {}: compare runs on the same dataset",
@@ -310,28 +322,20 @@ impl std::fmt::Display for Sig {
 }
 
 /// The `suite` a bench JSON file names (`None` for ClickBench files, which have no field).
-fn suite_of(path: &Path) -> Result<Option<String>> {
+fn suite_of(path: &Path, text: &str) -> Result<Option<String>> {
     #[derive(Deserialize)]
     struct Suite {
         #[serde(default)]
         suite: Option<String>,
     }
-    let text = std::fs::read_to_string(path).map_err(|e| Error::Io { path: path.into(), source: e })?;
-    let s: Suite = serde_json::from_str(&text)
-        .map_err(|e| Error::Corrupt { path: path.into(), detail: format!("not a `tessera bench --json` file: {e}") })?;
-    Ok(s.suite)
+    Ok(parse::<Suite>(path, text, "tessera bench --json")?.suite)
 }
 
 /// Both files of `--suite sysbench`: the study's ratio view.
-fn sysbench_markdown(args: &CompareArgs) -> Result<String> {
-    let read = |path: &Path| -> Result<crate::sysbench::SysbenchRun> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::Io { path: path.into(), source: e })?;
-        serde_json::from_str(&text).map_err(|e| Error::Corrupt {
-            path: path.into(),
-            detail: format!("not a `tessera bench --suite sysbench --json` file: {e}"),
-        })
-    };
-    let (a, b) = (read(&args.a)?, read(&args.b)?);
+fn sysbench_markdown(args: &CompareArgs, text_a: &str, text_b: &str) -> Result<String> {
+    let what = "tessera bench --suite sysbench --json";
+    let a: crate::sysbench::SysbenchRun = parse(&args.a, text_a, what)?;
+    let b: crate::sysbench::SysbenchRun = parse(&args.b, text_b, what)?;
     if a.table_size != b.table_size {
         return Err(Error::InvalidArgument(format!(
             "{} has sbtest of {} rows and {} of {}: compare runs on the same table size",
@@ -345,13 +349,21 @@ fn sysbench_markdown(args: &CompareArgs) -> Result<String> {
 }
 
 pub(crate) fn run(args: CompareArgs) -> Result<()> {
-    let md = match (suite_of(&args.a)?, suite_of(&args.b)?) {
-        (None, None) => None,
+    let (text_a, text_b) = (read_text(&args.a)?, read_text(&args.b)?);
+    let md = match (suite_of(&args.a, &text_a)?, suite_of(&args.b, &text_b)?) {
+        (None, None) => {
+            let p = pair_of(&args, &text_a, &text_b)?;
+            if let Some(path) = &args.out_svg {
+                let chart = svg(&p)?;
+                std::fs::write(path, chart).map_err(|e| Error::Io { path: path.clone(), source: e })?;
+            }
+            markdown(&p)
+        }
         (Some(x), Some(y)) if x == "sysbench" && y == "sysbench" => {
             if args.out_svg.is_some() {
                 return Err(Error::InvalidArgument("--out-svg: no chart for sysbench files yet (Markdown only)".into()));
             }
-            Some(sysbench_markdown(&args)?)
+            sysbench_markdown(&args, &text_a, &text_b)?
         }
         (x, y) => {
             let name = |s: Option<String>| s.unwrap_or_else(|| "clickbench".into());
@@ -364,22 +376,8 @@ pub(crate) fn run(args: CompareArgs) -> Result<()> {
             )));
         }
     };
-    if let Some(md) = md {
-        if let Some(path) = &args.out_md {
-            std::fs::write(path, &md).map_err(|e| Error::Io { path: path.clone(), source: e })?;
-        }
-        use std::io::Write;
-        let mut out = std::io::stdout().lock();
-        return out.write_all(md.as_bytes()).map_err(|e| Error::Io { path: "<stdout>".into(), source: e });
-    }
-    let p = pair(&args)?;
-    let md = markdown(&p);
     if let Some(path) = &args.out_md {
         std::fs::write(path, &md).map_err(|e| Error::Io { path: path.clone(), source: e })?;
-    }
-    if let Some(path) = &args.out_svg {
-        let chart = svg(&p)?;
-        std::fs::write(path, chart).map_err(|e| Error::Io { path: path.clone(), source: e })?;
     }
     use std::io::Write;
     let mut out = std::io::stdout().lock();

@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 
 use arrow::array::{Array, AsArray};
 use serde::{Deserialize, Serialize};
-use tessera_datasets::sbtest;
+use tessera_datasets::sbtest::{self, Draw};
 use tessera_engine::{CancelToken, Database, Error, Result, TableOptions};
 
 use crate::formats_bench::MachineFacts;
@@ -86,24 +86,6 @@ fn template(workload: &str) -> Option<&'static str> {
         "insert" => "INSERT INTO sbtest (id, k, c, pad) VALUES ",
         _ => return None,
     })
-}
-
-/// A client's parameter stream (splitmix64; each client and workload its own seed).
-struct Draw(u64);
-
-impl Draw {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `1..=n`.
-    fn one_to(&mut self, n: u64) -> u64 {
-        1 + ((self.next() as u128 * n.max(1) as u128) >> 64) as u64
-    }
 }
 
 /// The statement a read workload sends next, and the rows its answer must have.
@@ -372,10 +354,10 @@ pub(crate) fn run_tessera(
         for w in &reads {
             let t = template(w)
                 .ok_or_else(|| Error::InvalidArgument(format!("unknown workload {w}")))?;
-            let (sql, want) = read_statement(w, t, &mut Draw(args.seed), n, args.range_size);
+            let (sql, want) = read_statement(w, t, &mut Draw::new(args.seed), n, args.range_size);
             check(w, &sql, &db.sql_cancellable(&sql, cancel)?, want)?; // warm-up
             let step = |client: usize, k: u64| -> Result<(f64, u64)> {
-                let mut d = Draw(
+                let mut d = Draw::new(
                     args.seed ^ ((client as u64 + 1) << 48) ^ k.wrapping_mul(0xD6E8_FEB8_6659_FD93),
                 );
                 let (sql, want) = read_statement(w, t, &mut d, n, args.range_size);
@@ -398,7 +380,7 @@ pub(crate) fn run_tessera(
         for &c in &args.concurrency {
             let step = |client: usize, k: u64| -> Result<(f64, u64)> {
                 let first = next_id.fetch_add(args.insert_batch, Ordering::Relaxed);
-                let mut d = Draw(args.seed ^ first ^ ((client as u64) << 40) ^ k);
+                let mut d = Draw::new(args.seed ^ first ^ ((client as u64) << 40) ^ k);
                 let sql = pool.statement(t, first, &mut d, n);
                 let t0 = Instant::now();
                 db.sql_cancellable(&sql, cancel)?;

@@ -40,6 +40,25 @@ pub fn schema() -> SchemaRef {
     ]))
 }
 
+/// The parameter stream of a sysbench client (which id to look up, where a range starts):
+/// splitmix64 from a seed, each draw uniform in `1..=n`. The same stream on every machine,
+/// so two runs send the same statements.
+#[derive(Debug, Clone)]
+pub struct Draw(u64);
+
+impl Draw {
+    /// The stream of `seed`.
+    pub fn new(seed: u64) -> Self {
+        Draw(seed)
+    }
+
+    /// The next draw, uniform in `1..=n` (`n` = 0 counts as 1).
+    pub fn one_to(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_add(crate::rng::GOLDEN);
+        1 + below(crate::rng::mix64(self.0), n.max(1))
+    }
+}
+
 /// The value of `k` for row `id` of a table of `table_size` rows: uniform in `1..=table_size`
 /// (saturating at `u32::MAX` for tables past 4G rows).
 pub fn k_of(seed: u64, table_size: u64, id: u64) -> u32 {

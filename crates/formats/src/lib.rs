@@ -302,10 +302,7 @@ pub fn writer<'a>(
     if format.compresses_inside() {
         return arrowfmt::writer(format, schema, out, opts.compression);
     }
-    let out: Box<dyn Write + Send + 'a> = match opts.compression {
-        Compression::None => out,
-        c => Box::new(block::CompressedWriter::new(out, c)),
-    };
+    let out = compressed(out, opts.compression);
     Ok(match format {
         Format::Native => Box::new(native::NativeWriter::new(schema, out)?),
         Format::RowBinary | Format::RowBinaryWithNames | Format::RowBinaryWithNamesAndTypes => {
@@ -317,6 +314,15 @@ pub fn writer<'a>(
         Format::JsonEachRow => Box::new(json::JsonWriter::new(schema, out)?),
         Format::Parquet | Format::Arrow | Format::ArrowStream => unreachable!("handled above"),
     })
+}
+
+/// `out` as it is, or inside ClickHouse compressed blocks (the formats that do not compress
+/// inside themselves).
+fn compressed<'a>(out: Box<dyn Write + Send + 'a>, compression: Compression) -> Box<dyn Write + Send + 'a> {
+    match compression {
+        Compression::None => out,
+        c => Box::new(block::CompressedWriter::new(out, c)),
+    }
 }
 
 /// Writes `batches` (each of `schema`) in `format` to `out` batch by batch, then
@@ -379,10 +385,7 @@ fn write_parallel<'a>(
         }
         w.finish()
     };
-    let mut out: Box<dyn Write + Send + 'a> = match opts.compression {
-        Compression::None => out,
-        c => Box::new(block::CompressedWriter::new(out, c)),
-    };
+    let mut out = compressed(out, opts.compression);
     // One buffer per batch of a group, reused from group to group (no fresh pages per batch).
     let mut bufs: Vec<Vec<u8>> = vec![Vec::new(); PARALLEL_BATCHES];
     encode(format, None, &mut bufs[0])?;

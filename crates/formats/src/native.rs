@@ -411,9 +411,19 @@ impl<R: BufRead> NativeReader<R> {
             Wire::String => {
                 // Strings in a column of unknown encoding: read as bytes, typed Utf8 when valid.
                 let mut b = ColumnBuilder::new(&DataType::Binary, false, rows)?;
+                let too_big = || {
+                    Error::NotImplemented(format!(
+                        "{}: Native block {} {label}: strings past 1 GiB in one block",
+                        self.opts.source.display(),
+                        self.blocks + 1
+                    ))
+                };
                 let mut v = Vec::new();
                 let mut r = 0;
                 while r < rows {
+                    if b.is_full() {
+                        return Err(too_big());
+                    }
                     // As many whole strings as the reader's buffer holds, parsed in place.
                     let (parsed, used) = match self.src.fill_buf() {
                         Ok(buf) => {
@@ -438,13 +448,6 @@ impl<R: BufRead> NativeReader<R> {
                     if parsed > 0 {
                         self.src.consume(used);
                         r += parsed;
-                        if b.is_full() && r < rows {
-                            return Err(Error::NotImplemented(format!(
-                                "{}: Native block {} {label}: strings past 1 GiB in one block",
-                                self.opts.source.display(),
-                                self.blocks + 1
-                            )));
-                        }
                         continue;
                     }
                     // A string across the buffer's end (or an error to report): one at a time.
@@ -462,13 +465,6 @@ impl<R: BufRead> NativeReader<R> {
                         .map_err(|e| self.io(e, &format!("row {}, {label}", self.rows + r as u64 + 1)))?;
                     b.push_bytes(&v).map_err(|m| corrupt(&self.opts.source, m))?;
                     r += 1;
-                    if b.is_full() && r < rows {
-                        return Err(Error::NotImplemented(format!(
-                            "{}: Native block {} {label}: strings past 1 GiB in one block",
-                            self.opts.source.display(),
-                            self.blocks + 1
-                        )));
-                    }
                 }
                 let bin = b.finish().map_err(|(_, m)| corrupt(&self.opts.source, m))?;
                 match crate::conform::utf8(bin.as_binary::<i32>()) {

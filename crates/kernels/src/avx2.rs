@@ -145,66 +145,28 @@ unsafe fn eq_mask(v: __m256i, b: __m256i) -> u32 {
     unsafe { _mm256_movemask_epi8(_mm256_cmpeq_epi8(v, b)) as u32 }
 }
 
-/// Substring test with the first/last-byte filter: 32 candidate positions at a time,
-/// verified with a slice compare.
+/// Substring test with the first/last-byte filter ([`crate::first_last_search`]): 32
+/// candidate positions at a time.
 #[inline(always)]
 unsafe fn contains_one(hay: &[u8], needle: &[u8]) -> bool {
+    let (Some(&first), Some(&last)) = (needle.first(), needle.last()) else { return true };
     let k = needle.len();
-    if k == 0 {
-        return true;
-    }
-    if k > hay.len() {
-        return false;
-    }
-    if k == 1 {
-        // SAFETY: callers are AVX2 functions (this one is inlined into them).
-        return unsafe { memchr_one(hay, needle[0]) };
-    }
-    let last = hay.len() - k; // last valid start
-    // SAFETY: register-only broadcasts.
-    let (first_b, last_b) = unsafe { (_mm256_set1_epi8(needle[0] as i8), _mm256_set1_epi8(needle[k - 1] as i8)) };
-    let mut pos = 0;
-    while pos + 32 <= last + 1 {
-        // SAFETY: pos + 31 <= last, so pos + 31 + k - 1 <= hay.len() - 1: both 32-byte loads
+    // SAFETY: register-only broadcasts; callers are AVX2 functions (this one is inlined
+    // into them).
+    let (first_b, last_b) = unsafe { (_mm256_set1_epi8(first as i8), _mm256_set1_epi8(last as i8)) };
+    crate::first_last_search::<32>(
+        hay,
+        needle,
+        // SAFETY: as above.
+        |h, b| unsafe { memchr_one(h, b) },
+        // SAFETY: the driver calls with pos + 31 + k - 1 < hay.len(): both 32-byte loads
         // are inside `hay`.
-        let mut m = unsafe {
+        |pos| unsafe {
             let a = _mm256_loadu_si256(hay.as_ptr().add(pos).cast());
             let b = _mm256_loadu_si256(hay.as_ptr().add(pos + k - 1).cast());
-            eq_mask(a, first_b) & eq_mask(b, last_b)
-        };
-        while m != 0 {
-            let at = pos + m.trailing_zeros() as usize;
-            if hay[at + 1..at + k - 1] == needle[1..k - 1] {
-                return true;
-            }
-            m &= m - 1;
-        }
-        pos += 32;
-    }
-    if pos > last {
-        return false;
-    }
-    if last + 1 < 32 {
-        // Too short for one vector of candidate positions.
-        return scalar::contains_one(&hay[pos..], needle);
-    }
-    // One more vector ending at the last start position, overlapping the checked ones.
-    let at0 = last + 1 - 32;
-    // SAFETY: at0 + 31 = last, so both loads end inside `hay` as in the loop.
-    let mut m = unsafe {
-        let a = _mm256_loadu_si256(hay.as_ptr().add(at0).cast());
-        let b = _mm256_loadu_si256(hay.as_ptr().add(at0 + k - 1).cast());
-        eq_mask(a, first_b) & eq_mask(b, last_b)
-    };
-    m &= !((1u32 << (pos - at0)) - 1); // positions below `pos` were checked already
-    while m != 0 {
-        let at = at0 + m.trailing_zeros() as usize;
-        if hay[at + 1..at + k - 1] == needle[1..k - 1] {
-            return true;
-        }
-        m &= m - 1;
-    }
-    false
+            u64::from(eq_mask(a, first_b) & eq_mask(b, last_b))
+        },
+    )
 }
 
 #[inline(always)]
@@ -365,17 +327,9 @@ pub(crate) unsafe fn cmp<T: KernelInt>(values: &[T], op: CmpOp, c: T, out: &mut 
 
 #[inline(always)]
 fn cmp_typed<T: Cmp64>(values: &[T], op: CmpOp, c: T, out: &mut Vec<u64>) {
-    out.reserve(values.len().div_ceil(64));
-    let mut chunks = values.chunks_exact(64);
-    for chunk in &mut chunks {
-        // SAFETY: the chunk holds exactly 64 values; AVX2 is enabled in the caller
-        // (`cmp`), and this function is inlined into it.
-        out.push(unsafe { T::word(chunk.as_ptr(), op, c) });
-    }
-    let rest = chunks.remainder();
-    if !rest.is_empty() {
-        scalar::cmp_scalar(rest, op, c, out);
-    }
+    // SAFETY: each run holds exactly 64 values; AVX2 is enabled in the caller (`cmp`),
+    // into which this function and the run loop are inlined.
+    crate::cmp_by_words(values, op, c, out, |run| unsafe { T::word(run.as_ptr(), op, c) })
 }
 
 // ---------------------------------------------------------------------------------------

@@ -275,17 +275,9 @@ pub(crate) unsafe fn cmp<T: KernelInt>(values: &[T], op: CmpOp, c: T, out: &mut 
 
 #[inline(always)]
 fn cmp_typed<T: Cmp64>(values: &[T], op: CmpOp, c: T, out: &mut Vec<u64>) {
-    out.reserve(values.len().div_ceil(64));
-    let mut chunks = values.chunks_exact(64);
-    for chunk in &mut chunks {
-        // SAFETY: the chunk holds exactly 64 values; AVX-512 is enabled in the caller
-        // (`cmp`), into which this function is inlined.
-        out.push(unsafe { T::word(chunk.as_ptr(), op, c) });
-    }
-    let rest = chunks.remainder();
-    if !rest.is_empty() {
-        scalar::cmp_scalar(rest, op, c, out);
-    }
+    // SAFETY: each run holds exactly 64 values; AVX-512 is enabled in the caller (`cmp`),
+    // into which this function and the run loop are inlined.
+    crate::cmp_by_words(values, op, c, out, |run| unsafe { T::word(run.as_ptr(), op, c) })
 }
 
 // ---------------------------------------------------------------------------------------

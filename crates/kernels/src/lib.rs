@@ -249,6 +249,80 @@ macro_rules! cmp_by_type {
 pub(crate) use cmp_by_type;
 
 
+/// The body of a family's `cmp`: appends one bitmap word per run of 64 values from
+/// `word(run)` (the family's lane code), and the scalar kernel's words for the last, shorter
+/// run. `#[inline(always)]` like `word`, so both compile inside the family's
+/// `#[target_feature]` function.
+#[allow(dead_code)] // reason: no family uses it when TESSERA_SIMD=scalar compiles none
+#[inline(always)]
+pub(crate) fn cmp_by_words<T: KernelInt>(values: &[T], op: CmpOp, c: T, out: &mut Vec<u64>, word: impl Fn(&[T]) -> u64) {
+    out.reserve(values.len().div_ceil(64));
+    let mut runs = values.chunks_exact(64);
+    for run in &mut runs {
+        out.push(word(run));
+    }
+    let rest = runs.remainder();
+    if !rest.is_empty() {
+        scalar::cmp_scalar(rest, op, c, out);
+    }
+}
+
+/// Whether `needle` occurs in `hay`, by the first/last-byte filter (Muła, "SIMD-friendly
+/// algorithms for substring searching"): `masks(pos)` gives bit `j` set for each of the
+/// `W` start positions `pos + j` whose byte equals the needle's first byte and whose byte
+/// `len - 1` further equals its last (the family's two vector compares; only called with
+/// `pos + W - 1 + needle.len() - 1 < hay.len()`), and each candidate is verified with a
+/// slice compare. One-byte needles go to `memchr` (one compare per vector), haystacks
+/// shorter than one vector of start positions to the scalar search. `#[inline(always)]`
+/// so the closures compile inside the family's `#[target_feature]` function.
+#[allow(dead_code)] // reason: no family uses it when TESSERA_SIMD=scalar compiles none
+#[inline(always)]
+pub(crate) fn first_last_search<const W: usize>(
+    hay: &[u8],
+    needle: &[u8],
+    memchr: impl Fn(&[u8], u8) -> bool,
+    masks: impl Fn(usize) -> u64,
+) -> bool {
+    let k = needle.len();
+    if k == 0 {
+        return true;
+    }
+    if k > hay.len() {
+        return false;
+    }
+    if k == 1 {
+        return memchr(hay, needle[0]);
+    }
+    let last = hay.len() - k; // the last valid start
+    if last + 1 < W {
+        return scalar::contains_one(hay, needle);
+    }
+    let check = |at0: usize, mut m: u64| -> bool {
+        while m != 0 {
+            let at = at0 + m.trailing_zeros() as usize;
+            if hay[at + 1..at + k - 1] == needle[1..k - 1] {
+                return true;
+            }
+            m &= m - 1;
+        }
+        false
+    };
+    let mut pos = 0;
+    while pos + W <= last + 1 {
+        if check(pos, masks(pos)) {
+            return true;
+        }
+        pos += W;
+    }
+    if pos > last {
+        return false;
+    }
+    // One more vector ending at the last start, overlapping the checked ones: positions
+    // below `pos` were checked already.
+    let at0 = last + 1 - W;
+    check(at0, masks(at0) & !((1u64 << (pos - at0)) - 1))
+}
+
 static SCALAR: Kernels = family_table!(crate::scalar_family, SimdLevel::Scalar);
 #[cfg(tessera_portable)]
 static PORTABLE: Kernels = family_table!(crate::portable, SimdLevel::Portable);

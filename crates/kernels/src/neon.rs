@@ -234,20 +234,14 @@ pub(crate) unsafe fn cmp<T: KernelInt>(values: &[T], op: CmpOp, c: T, out: &mut 
 
 #[inline(always)]
 fn cmp_typed<T: Cmp16>(values: &[T], op: CmpOp, c: T, out: &mut Vec<u64>) {
-    out.reserve(values.len().div_ceil(64));
-    let mut chunks = values.chunks_exact(64);
-    for chunk in &mut chunks {
-        let p = chunk.as_ptr();
-        // SAFETY: the chunk holds 64 values, read as four runs of 16; NEON is enabled in
-        // the caller (`cmp`), into which this function is inlined.
-        out.push(unsafe {
+    crate::cmp_by_words(values, op, c, out, |run| {
+        let p = run.as_ptr();
+        // SAFETY: the run holds 64 values, read as four runs of 16; NEON is enabled in the
+        // caller (`cmp`), into which this function and the run loop are inlined.
+        unsafe {
             masks_to_word([T::mask16(p, op, c), T::mask16(p.add(16), op, c), T::mask16(p.add(32), op, c), T::mask16(p.add(48), op, c)])
-        });
-    }
-    let rest = chunks.remainder();
-    if !rest.is_empty() {
-        scalar::cmp_scalar(rest, op, c, out);
-    }
+        }
+    })
 }
 
 /// # Safety

@@ -23,23 +23,20 @@ use crate::{CmpOp, KernelInt};
 
 family_defaults!(inline);
 
-/// Per-type comparison of 64 values to a constant, giving one bitmap word.
-trait Cmp64: KernelInt {
-    /// Whether `word` is lane code (else the whole slice takes the scalar loop).
-    const LANE_CODE: bool = true;
-    fn word(values: &[Self], op: CmpOp, c: Self) -> u64;
+/// Per-type comparison of a slice with a constant into bitmap words.
+trait Cmp: KernelInt {
+    fn bitmap(values: &[Self], op: CmpOp, c: Self, out: &mut Vec<u64>);
 }
 
 /// `$t` compared in lanes of the signed type `$s` (`$v` = its 128-bit vector of `$lanes`):
 /// signed types as they are, unsigned ones with the sign bit flipped (`$flip`), which maps
-/// their order onto the signed order. The operator is matched once per word, so each of
-/// the six inner loops is straight-line lane code.
-macro_rules! cmp64_impl {
+/// their order onto the signed order. The operator is matched once per word of 64 values,
+/// so each of the six inner loops is straight-line lane code.
+macro_rules! cmp_lanes {
     ($t:ty, $s:ty, $v:ident, $lanes:expr, $flip:expr) => {
-        impl Cmp64 for $t {
+        impl Cmp for $t {
             #[inline(always)]
-            fn word(values: &[$t], op: CmpOp, c: $t) -> u64 {
-                debug_assert_eq!(values.len(), 64);
+            fn bitmap(values: &[$t], op: CmpOp, c: $t, out: &mut Vec<u64>) {
                 let flip = $v::splat($flip);
                 let cv = $v::splat(c as $s) ^ flip;
                 #[inline(always)]
@@ -55,49 +52,39 @@ macro_rules! cmp64_impl {
                     }
                     w
                 }
-                match op {
-                    CmpOp::Eq => fold(values, flip, |v| v.cmp_eq(cv).move_mask()),
-                    CmpOp::NotEq => !fold(values, flip, |v| v.cmp_eq(cv).move_mask()),
-                    CmpOp::Gt => fold(values, flip, |v| v.cmp_gt(cv).move_mask()),
-                    CmpOp::LtEq => !fold(values, flip, |v| v.cmp_gt(cv).move_mask()),
-                    CmpOp::Lt => fold(values, flip, |v| cv.cmp_gt(v).move_mask()),
-                    CmpOp::GtEq => !fold(values, flip, |v| cv.cmp_gt(v).move_mask()),
-                }
+                crate::cmp_by_words(values, op, c, out, |run| match op {
+                    CmpOp::Eq => fold(run, flip, |v| v.cmp_eq(cv).move_mask()),
+                    CmpOp::NotEq => !fold(run, flip, |v| v.cmp_eq(cv).move_mask()),
+                    CmpOp::Gt => fold(run, flip, |v| v.cmp_gt(cv).move_mask()),
+                    CmpOp::LtEq => !fold(run, flip, |v| v.cmp_gt(cv).move_mask()),
+                    CmpOp::Lt => fold(run, flip, |v| cv.cmp_gt(v).move_mask()),
+                    CmpOp::GtEq => !fold(run, flip, |v| cv.cmp_gt(v).move_mask()),
+                })
             }
         }
     };
 }
 
-cmp64_impl!(i8, i8, i8x16, 16, 0);
-cmp64_impl!(u8, i8, i8x16, 16, i8::MIN);
-cmp64_impl!(i16, i16, i16x8, 8, 0);
-cmp64_impl!(u16, i16, i16x8, 8, i16::MIN);
-cmp64_impl!(i32, i32, i32x4, 4, 0);
-cmp64_impl!(u32, i32, i32x4, 4, i32::MIN);
+cmp_lanes!(i8, i8, i8x16, 16, 0);
+cmp_lanes!(u8, i8, i8x16, 16, i8::MIN);
+cmp_lanes!(i16, i16, i16x8, 8, 0);
+cmp_lanes!(u16, i16, i16x8, 8, i16::MIN);
+cmp_lanes!(i32, i32, i32x4, 4, 0);
+cmp_lanes!(u32, i32, i32x4, 4, i32::MIN);
 
-/// 64-bit lanes keep the scalar loop (`cmp_typed` sends them there whole): below SSE4.2
-/// (and on NEON) `wide` builds 64-bit lane compares from 32-bit ones, which measured 0.5x
-/// the scalar loop.
-macro_rules! cmp64_scalar {
+/// 64-bit values keep the scalar kernel: below SSE4.2 (and on NEON) `wide` builds 64-bit
+/// lane compares from 32-bit ones, which measured 0.5x the scalar loop.
+macro_rules! cmp_scalar_body {
     ($($t:ty),*) => {$(
-        impl Cmp64 for $t {
-            const LANE_CODE: bool = false;
+        impl Cmp for $t {
             #[inline(always)]
-            fn word(values: &[$t], op: CmpOp, c: $t) -> u64 {
-                let holds = |v: $t| match op {
-                    CmpOp::Eq => v == c,
-                    CmpOp::NotEq => v != c,
-                    CmpOp::Lt => v < c,
-                    CmpOp::LtEq => v <= c,
-                    CmpOp::Gt => v > c,
-                    CmpOp::GtEq => v >= c,
-                };
-                values.iter().enumerate().fold(0, |w, (i, &v)| w | (u64::from(holds(v)) << i))
+            fn bitmap(values: &[$t], op: CmpOp, c: $t, out: &mut Vec<u64>) {
+                scalar::cmp_scalar(values, op, c, out)
             }
         }
     )*};
 }
-cmp64_scalar!(i64, u64);
+cmp_scalar_body!(i64, u64);
 
 /// `values[i] <op> c` into bitmap words: [`scalar::cmp_scalar`].
 ///
@@ -110,19 +97,8 @@ pub(crate) unsafe fn cmp<T: KernelInt>(values: &[T], op: CmpOp, c: T, out: &mut 
 }
 
 #[inline(always)]
-fn cmp_typed<T: Cmp64>(values: &[T], op: CmpOp, c: T, out: &mut Vec<u64>) {
-    if !T::LANE_CODE {
-        return scalar::cmp_scalar(values, op, c, out);
-    }
-    out.reserve(values.len().div_ceil(64));
-    let mut chunks = values.chunks_exact(64);
-    for chunk in &mut chunks {
-        out.push(T::word(chunk, op, c));
-    }
-    let rest = chunks.remainder();
-    if !rest.is_empty() {
-        scalar::cmp_scalar(rest, op, c, out);
-    }
+fn cmp_typed<T: Cmp>(values: &[T], op: CmpOp, c: T, out: &mut Vec<u64>) {
+    T::bitmap(values, op, c, out)
 }
 
 /// Bitmap of empty (or non-empty) strings from offsets: [`scalar::str_empty`].
@@ -167,52 +143,17 @@ fn eq_mask(v: u8x16, b: u8x16) -> u32 {
     (v.cmp_eq(b).move_mask() as u32) & 0xffff
 }
 
-/// Substring test with the first/last-byte filter (Muła's "SIMD-friendly algorithms for
-/// substring searching"): 16 candidate positions a step, verified with a slice compare.
+/// Substring test with the first/last-byte filter ([`crate::first_last_search`]): 16
+/// candidate positions a step.
 #[inline(always)]
 fn contains_one(hay: &[u8], needle: &[u8]) -> bool {
+    let (Some(&first), Some(&last)) = (needle.first(), needle.last()) else { return true };
     let k = needle.len();
-    if k == 0 {
-        return true;
-    }
-    if k > hay.len() {
-        return false;
-    }
-    if k == 1 {
-        return memchr_one(hay, needle[0]);
-    }
-    let last = hay.len() - k; // last valid start
-    let (first_b, last_b) = (u8x16::splat(needle[0]), u8x16::splat(needle[k - 1]));
-    let check = |at0: usize, mut m: u32| -> bool {
-        while m != 0 {
-            let at = at0 + m.trailing_zeros() as usize;
-            if hay[at + 1..at + k - 1] == needle[1..k - 1] {
-                return true;
-            }
-            m &= m - 1;
-        }
-        false
-    };
-    let mut pos = 0;
-    while pos + 16 <= last + 1 {
-        // pos + 15 <= last, so the second load ends at pos + 15 + k - 1 <= hay.len() - 1.
-        let m = eq_mask(load16(hay, pos), first_b) & eq_mask(load16(hay, pos + k - 1), last_b);
-        if check(pos, m) {
-            return true;
-        }
-        pos += 16;
-    }
-    if pos > last {
-        return false;
-    }
-    if last + 1 < 16 {
-        // Too short for one vector of candidate positions.
-        return scalar::contains_one(&hay[pos..], needle);
-    }
-    // One more vector ending at the last start position, overlapping the checked ones.
-    let at0 = last + 1 - 16;
-    let m = eq_mask(load16(hay, at0), first_b) & eq_mask(load16(hay, at0 + k - 1), last_b);
-    check(at0, m & !((1u32 << (pos - at0)) - 1)) // positions below `pos` were checked
+    let (first_b, last_b) = (u8x16::splat(first), u8x16::splat(last));
+    crate::first_last_search::<16>(hay, needle, memchr_one, |pos| {
+        // The driver calls with pos + 15 + k - 1 < hay.len(): both loads are inside `hay`.
+        u64::from(eq_mask(load16(hay, pos), first_b) & eq_mask(load16(hay, pos + k - 1), last_b))
+    })
 }
 
 #[inline(always)]

@@ -43,31 +43,9 @@ pub(crate) fn write_sorted(
     if rows > u32::MAX as usize {
         return Err(Error::InvalidArgument(format!("{rows} rows in one part; at most 2^32-1")));
     }
-    // Chunk of each row, through the starts of the chunks.
-    let starts: Vec<usize> = lens.iter().scan(0, |s, &l| { let v = *s; *s += l; Some(v) }).collect();
-    let locate = |r: usize| {
-        let k = starts.partition_point(|&s| s <= r) - 1;
-        (k, r - starts[k])
-    };
-    let perm: Option<Vec<u32>> = match layout.sort_key.is_empty() {
-        true => None,
-        false => {
-            let fields = layout.sort_key.iter().map(|&k| SortField::new(layout.schema.field(k).data_type().clone())).collect();
-            let conv = RowConverter::new(fields)?;
-            let mut keys = conv.empty_rows(rows, 0);
-            for (k, _) in lens.iter().enumerate().filter(|(_, l)| **l > 0) {
-                let chunk: Vec<ArrayRef> = layout.sort_key.iter().map(|&c| columns[c][k].clone()).collect();
-                conv.append(&mut keys, &chunk)?;
-            }
-            let mut idx: Vec<u32> = (0..rows as u32).collect();
-            // Stable: equal keys keep input order.
-            idx.par_sort_by(|&a, &b| keys.row(a as usize).cmp(&keys.row(b as usize)));
-            Some(idx)
-        }
-    };
     let mut w = PartWriter::new(dir, layout)?;
     let batch = batch_rows(layout).max(1);
-    if perm.is_none() {
+    if layout.sort_key.is_empty() {
         // No sort key: the rows go in as they are, slices of the chunks (no copy).
         for (k, &len) in lens.iter().enumerate() {
             for off in (0..len).step_by(batch) {
@@ -78,12 +56,25 @@ pub(crate) fn write_sorted(
         }
         return w.finish();
     }
+    // The rows in sort-key order, as (chunk, row in chunk) through the chunks' starts.
+    let fields = layout.sort_key.iter().map(|&k| SortField::new(layout.schema.field(k).data_type().clone())).collect();
+    let conv = RowConverter::new(fields)?;
+    let mut keys = conv.empty_rows(rows, 0);
+    for (k, _) in lens.iter().enumerate().filter(|(_, l)| **l > 0) {
+        let chunk: Vec<ArrayRef> = layout.sort_key.iter().map(|&c| columns[c][k].clone()).collect();
+        conv.append(&mut keys, &chunk)?;
+    }
+    let mut perm: Vec<u32> = (0..rows as u32).collect();
+    // Stable: equal keys keep input order.
+    perm.par_sort_by(|&a, &b| keys.row(a as usize).cmp(&keys.row(b as usize)));
+    let starts: Vec<usize> = lens.iter().scan(0, |s, &l| { let v = *s; *s += l; Some(v) }).collect();
+    let locate = |r: usize| {
+        let k = starts.partition_point(|&s| s <= r) - 1;
+        (k, r - starts[k])
+    };
     for b0 in (0..rows).step_by(batch) {
         let b1 = (b0 + batch).min(rows);
-        let idx: Vec<(usize, usize)> = match &perm {
-            Some(p) => p[b0..b1].iter().map(|&r| locate(r as usize)).collect(),
-            None => (b0..b1).map(locate).collect(),
-        };
+        let idx: Vec<(usize, usize)> = perm[b0..b1].iter().map(|&r| locate(r as usize)).collect();
         w.write(b1 - b0, &|c| {
             let chunks: Vec<&dyn Array> = columns[c].iter().map(|a| a.as_ref()).collect();
             interleave(&chunks, &idx).map_err(|e| {

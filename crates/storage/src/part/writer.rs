@@ -245,15 +245,14 @@ impl PerGranule {
 const ENCODE_BATCH: usize = 16;
 const ENCODE_BATCH_BYTES: usize = 64 << 20;
 
-/// What encoding a morsel of a column needs to know (no file, so morsels encode in
-/// parallel).
-struct Encode<'a> {
+/// How a column's granules are encoded and indexed: all that encoding a morsel needs (no
+/// file, so morsels encode in parallel).
+#[derive(Clone, Copy)]
+struct Encode {
     codec: Codec,
     encodings: bool,
     with_bloom: bool,
     is_key: bool,
-    c: usize,
-    name: &'a str,
 }
 
 /// One morsel of a column, encoded: its blocks (bytes, and the rows of each granule in
@@ -266,11 +265,12 @@ struct Encoded {
     firsts: Vec<ArrayRef>,
 }
 
-impl Encode<'_> {
+impl Encode {
     /// Groups the granules of a morsel (or of the part's last rows) into blocks: a block
     /// is closed at the first granule boundary where it holds at least
     /// [`MIN_BLOCK_BYTES`] uncompressed bytes, or at the morsel's end.
-    fn morsel(&self, granules: &[ArrayRef]) -> Result<Encoded> {
+    /// `c` and `name` (column index and name) are for errors.
+    fn morsel(&self, granules: &[ArrayRef], c: usize, name: &str) -> Result<Encoded> {
         let one = UInt32Array::from(vec![0u32]);
         let mut e = Encoded { blocks: Vec::new(), mins: Vec::new(), maxs: Vec::new(), blooms: Vec::new(), firsts: Vec::new() };
         let (mut block, mut bytes) = (Vec::new(), 0);
@@ -288,10 +288,10 @@ impl Encode<'_> {
             }
             block.push(gran.clone());
             if i + 1 == granules.len() || bytes >= MIN_BLOCK_BYTES {
-                let arr = concat_pieces(&block, || format!("column {}", self.name))?;
+                let arr = concat_pieces(&block, || format!("column {name}"))?;
                 let mut out = Vec::new();
                 block::write_block(arr.as_ref(), self.codec, self.encodings, &mut out)
-                    .map_err(|e| Error::InvalidArgument(format!("column {} ({}): {e}", self.c, self.name)))?;
+                    .map_err(|e| Error::InvalidArgument(format!("column {c} ({name}): {e}")))?;
                 e.blocks.push((out, block.iter().map(|g| g.len()).collect()));
                 block.clear();
                 bytes = 0;
@@ -311,11 +311,8 @@ struct ColumnWriter {
     hasher: xxhash_rust::xxh3::Xxh3Default,
     /// Bytes written so far.
     len: u64,
-    codec: Codec,
-    encodings: bool,
+    enc: Encode,
     granule_rows: usize,
-    with_bloom: bool,
-    is_key: bool,
     /// Rows received but not written, in order; `pending_rows` in all.
     pending: VecDeque<ArrayRef>,
     pending_rows: usize,
@@ -341,11 +338,13 @@ impl ColumnWriter {
             file: std::io::BufWriter::with_capacity(1 << 20, file),
             hasher: xxhash_rust::xxh3::Xxh3Default::new(),
             len: 0,
-            codec: layout.codecs[c],
-            encodings: layout.encodings,
+            enc: Encode {
+                codec: layout.codecs[c],
+                encodings: layout.encodings,
+                with_bloom: layout.bloom.contains(&c),
+                is_key: layout.sort_key.contains(&c),
+            },
             granule_rows: layout.granule_rows,
-            with_bloom: layout.bloom.contains(&c),
-            is_key: layout.sort_key.contains(&c),
             pending: VecDeque::new(),
             pending_rows: 0,
             pending_bytes: 0,
@@ -401,19 +400,11 @@ impl ColumnWriter {
             if batch.is_empty() {
                 return Ok(());
             }
-            let name = schema.field(self.c).name();
-            let enc = Encode {
-                codec: self.codec,
-                encodings: self.encodings,
-                with_bloom: self.with_bloom,
-                is_key: self.is_key,
-                c: self.c,
-                name,
-            };
+            let (enc, c, name) = (self.enc, self.c, schema.field(self.c).name());
             let encoded: Vec<Encoded> = if batch.len() == 1 {
-                vec![enc.morsel(&batch[0])?]
+                vec![enc.morsel(&batch[0], c, name)?]
             } else {
-                batch.par_iter().map(|a| enc.morsel(a)).collect::<Result<_>>()?
+                batch.par_iter().map(|a| enc.morsel(a, c, name)).collect::<Result<_>>()?
             };
             drop(batch);
             for e in encoded {
