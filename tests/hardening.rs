@@ -277,3 +277,61 @@ fn minute_of_null_timestamp_is_null() {
     }
     assert_eq!(strs(&one(&db, "SELECT toMinute(ts) FROM t WHERE k = 2"), 0), vec!["NULL"]);
 }
+
+/// `GROUP BY .. LIMIT n` without ORDER BY aggregates only the first `n + OFFSET` keys of the
+/// input (`optimize_trivial_group_by_limit_query`): each returned group's aggregates equal
+/// the full aggregation's, for every layout, thread count and path, with WHERE and OFFSET;
+/// the groups are the first keys in input order, whatever the threads; with the setting off,
+/// or when the first eighth of the rows holds too few keys, every group is aggregated.
+#[test]
+fn group_by_limit_without_order_by_aggregates_the_first_keys_exactly() {
+    let db = Database::new();
+    let n = 120_000i64;
+    let a: ArrayRef = Arc::new(Int64Array::from_iter_values((0..n).map(|i| (i * 7919) % 5_000)));
+    let s: ArrayRef = Arc::new(StringArray::from_iter((0..n).map(|i| (i % 13 != 0).then(|| format!("s{}", (i * 31) % 997)))));
+    let v: ArrayRef = Arc::new(Int32Array::from_iter_values((0..n).map(|i| (i % 101) as i32)));
+    // `late` has 2 distinct values until the last eighth of the rows, then 500.
+    let late: ArrayRef = Arc::new(Int64Array::from_iter_values((0..n).map(|i| if i < n / 8 * 7 { i % 2 } else { i % 500 })));
+    register(&db, "t", vec![("a", a), ("s", s), ("v", v), ("late", late)], 8_192);
+    let shapes = [
+        ("a", "SUM(v) AS x, COUNT(*) AS c, MIN(s) AS m", "", "LIMIT 10"),
+        ("s", "SUM(v) AS x, COUNT(*) AS c, MAX(a) AS m", "WHERE v > 50", "LIMIT 5 OFFSET 3"),
+        ("a, s", "SUM(v) AS x, COUNT(*) AS c, COUNT(DISTINCT v) AS m", "", "LIMIT 7"),
+        ("late", "SUM(v) AS x, COUNT(*) AS c, AVG(a) AS m", "", "LIMIT 20"),
+    ];
+    for (keys, aggs, filter, limit) in shapes {
+        let full = one(&db, &format!("SELECT {keys}, {aggs} FROM t {filter} GROUP BY {keys}"));
+        let nk = keys.split(',').count();
+        let rows = |b: &RecordBatch| {
+            let cols: Vec<Vec<String>> = (0..b.num_columns()).map(|c| strs(b, c)).collect();
+            (0..b.num_rows()).map(|i| cols.iter().map(|c| c[i].clone()).collect::<Vec<_>>()).collect::<Vec<_>>()
+        };
+        let full_rows: std::collections::HashMap<Vec<String>, Vec<String>> =
+            rows(&full).into_iter().map(|r| (r[..nk].to_vec(), r)).collect();
+        let mut answers = Vec::new();
+        for settings in ["max_threads = 1", "max_threads = 3", "max_threads = 2, group_by_two_level_threshold = 0",
+                         "max_threads = 2, group_by_force_serialized = 1", "max_threads = 2, optimize_trivial_group_by_limit_query = 0"] {
+            let sql = format!("SELECT {keys}, {aggs} FROM t {filter} GROUP BY {keys} {limit} SETTINGS {settings}");
+            let b = one(&db, &sql);
+            let want = limit.split_whitespace().nth(1).unwrap().parse::<usize>().unwrap();
+            assert_eq!(b.num_rows(), want, "{sql}");
+            let got = rows(&b);
+            for (i, r) in got.iter().enumerate() {
+                assert_eq!(full_rows.get(&r[..nk]), Some(r), "{sql}: row {i}");
+            }
+            answers.push((settings, got));
+        }
+        // The same groups whatever the threads and path (the setting off picks others).
+        let on: Vec<_> = answers.iter().filter(|(s, _)| !s.contains("optimize")).map(|(_, r)| r).collect();
+        assert!(on.windows(2).all(|w| w[0] == w[1]), "{keys} {limit}: {answers:#?}");
+    }
+    // The first keys in input order: a = 0, 7919 % 5000, ... (sorted by key in the answer).
+    let b = one(&db, "SELECT a, COUNT(*) FROM t GROUP BY a LIMIT 3");
+    let mut first: Vec<i64> = (0..3).map(|i| (i * 7919) % 5_000).collect();
+    first.sort();
+    assert_eq!(i64s(&b, 0), first);
+    assert_eq!(i64s(&b, 1), vec![24; 3]);
+    // Setting off: the first groups in key order.
+    let b = one(&db, "SELECT a FROM t GROUP BY a LIMIT 3 SETTINGS optimize_trivial_group_by_limit_query = 0");
+    assert_eq!(i64s(&b, 0), vec![0, 1, 2]);
+}

@@ -43,6 +43,11 @@ pub struct Settings {
     /// first, then the other columns of the answer's rows only. Default on; `0` reads every
     /// column the query names up front (for tests that compare the two paths).
     pub query_plan_optimize_lazy_materialization: bool,
+    /// `GROUP BY .. LIMIT n` without `ORDER BY` and `HAVING` aggregates only the first
+    /// `n + OFFSET` distinct keys of the input (any `n` groups are a correct answer), with
+    /// exact aggregates: rows of other keys are dropped instead of grouped (ClickHouse's
+    /// `optimize_trivial_group_by_limit_query`). Default on; `0` aggregates every group.
+    pub optimize_trivial_group_by_limit_query: bool,
     /// Bytes of GROUP BY state a query may hold before it writes partitions to temporary
     /// files (ClickHouse's `max_bytes_before_external_group_by`; external GROUP BY). `0`
     /// (the default) derives it from the ratio below.
@@ -97,6 +102,7 @@ impl Default for Settings {
             max_memory_usage: 0,
             concurrent_threads_soft_limit_num: 0,
             query_plan_optimize_lazy_materialization: true,
+            optimize_trivial_group_by_limit_query: true,
             max_bytes_before_external_group_by: 0,
             max_bytes_ratio_before_external_group_by: 0.5,
             max_bytes_before_external_sort: 0,
@@ -156,6 +162,7 @@ impl Settings {
         "max_memory_usage",
         "concurrent_threads_soft_limit_num",
         "query_plan_optimize_lazy_materialization",
+        "optimize_trivial_group_by_limit_query",
         "max_bytes_before_external_group_by",
         "max_bytes_ratio_before_external_group_by",
         "max_bytes_before_external_sort",
@@ -235,6 +242,7 @@ impl Settings {
             "query_plan_optimize_lazy_materialization" => {
                 self.query_plan_optimize_lazy_materialization = flag(parse(value)?)?
             }
+            "optimize_trivial_group_by_limit_query" => self.optimize_trivial_group_by_limit_query = flag(parse(value)?)?,
             "simd_level" => {
                 let v = value.trim().trim_matches('\'');
                 self.simd_level = if v.eq_ignore_ascii_case("auto") || v.is_empty() {

@@ -71,6 +71,8 @@ struct Ctx<'a> {
     query: &'a QueryContext,
     /// The top-N's tie-break keys read from packed keys (fixed layouts; see [`TieKey`]).
     tie: Option<TieKey>,
+    /// Groups to fix in advance ([`first_keys_wanted`]).
+    first_keys: Option<usize>,
 }
 
 impl Ctx<'_> {
@@ -304,6 +306,7 @@ pub(crate) fn execute(
     if let Some((batch, profile)) = distinct_as_groups(plan, settings, pool, query)? {
         return Ok((vec![batch], profile));
     }
+    let first_keys = first_keys_wanted(plan, settings);
     let plan = &with_key_tiebreak(plan);
     let table = &plan.table;
     let keys: Vec<_> = plan.keys.iter().map(|k| (*k, plan.scalar_type(k))).collect();
@@ -330,7 +333,7 @@ pub(crate) fn execute(
             .and_then(|keys| TieKey::new(&reader.specs, &keys)),
         _ => None,
     };
-    let ctx = Ctx { plan, input: &input, prewhere, other_cols, settings, pool, query, kern, tie };
+    let ctx = Ctx { plan, input: &input, prewhere, other_cols, settings, pool, query, kern, tie, first_keys };
     let r = &reader;
     let (batches, mut profile) = match layout {
         Layout::Unit => run::<(), _, _>(&ctx, |_, _, n, out| {
@@ -440,6 +443,9 @@ where
     // keys point into.
     let mut arenas: Vec<KeyArena> = Vec::new();
     let mut retained: Vec<ArrayRef> = Vec::new();
+    let mut first_arena = KeyArena::default();
+    let fixed = first_keys(ctx, &extract, &mut first_arena)?;
+    arenas.push(first_arena);
 
     // Phase 1: partial aggregation per worker.
     let workers = run_morsels(
@@ -447,7 +453,10 @@ where
         ctx.settings.max_threads,
         chunk_lens.len(),
         || Worker {
-            table: Partial::Single(GroupTable::new(new_accs(), 0)),
+            table: match &fixed {
+                Some(f) => Partial::Fixed(f.same_keys(new_accs())),
+                None => Partial::Single(GroupTable::new(new_accs(), 0)),
+            },
             keys: Vec::new(),
             hashes: Vec::new(),
             scratch: Scratch::new(),
@@ -549,8 +558,10 @@ where
                 }
             }
             added?;
+            // A fixed table holds at most FIRST_KEYS_MAX groups: it never spills.
             if let Some(limit) = spill_limit
                 && w.state_bytes() > limit
+                && !matches!(w.table, Partial::Fixed(_))
             {
                 w.spill(ctx, &new_accs, limit / 2 / row_bytes)?;
             }
@@ -574,7 +585,7 @@ where
         arenas.push(w.scratch.arena);
         retained.extend(w.retained);
         if !w.table.is_empty() {
-            partials.push(w.table);
+            partials.push(w.table.unfix());
         }
     }
     let _release = ReleaseOnDrop { query: ctx.query, bytes: arena_bytes };
@@ -704,6 +715,78 @@ where
     ctx.query.grow(batch.get_array_memory_size(), "ORDER BY sort of the groups")?;
     let out = order_and_limit(batch, &plan.order, plan.visible)?;
     Ok((vec![out], profile(&sort_spill)))
+}
+
+/// Most groups [`first_keys`] fixes in advance (`LIMIT` plus `OFFSET`).
+const FIRST_KEYS_MAX: usize = 65_536;
+
+/// The groups [`first_keys`] fixes for `plan` (as written, before `with_key_tiebreak`):
+/// `LIMIT` plus `OFFSET` of a `GROUP BY .. LIMIT n` without ORDER BY and HAVING, up to
+/// [`FIRST_KEYS_MAX`].
+fn first_keys_wanted(plan: &AggregatePlan, settings: &Settings) -> Option<usize> {
+    if !settings.optimize_trivial_group_by_limit_query
+        || plan.keys.is_empty()
+        || !plan.order.order_by.is_empty()
+        || plan.having.is_some()
+    {
+        return None;
+    }
+    let want = plan.order.limit?.saturating_add(plan.order.offset);
+    (1..=FIRST_KEYS_MAX).contains(&want).then_some(want)
+}
+
+/// `GROUP BY .. LIMIT n` without ORDER BY and HAVING, where any `n` groups are a correct
+/// answer (see `Settings::optimize_trivial_group_by_limit_query`): a table of the first
+/// `n + OFFSET` distinct keys of the input in input order (so the answer does not change
+/// from run to run or with the thread count), which the workers then aggregate exactly,
+/// dropping the rows of every other key. It looks through the first eighth of the rows at
+/// most (at least one morsel); `None` when they hold fewer keys, or the query is not of
+/// that shape: every group is then aggregated. ClickHouse caps the groups the same way
+/// (`optimize_trivial_group_by_limit_query`, 26.5) but per thread; here the key set is
+/// chosen once, so the aggregates stay exact with any number of threads.
+fn first_keys<K: GroupKey>(
+    ctx: &Ctx<'_>,
+    extract: &impl Fn(&[&ArrayRef], Option<&[u32]>, usize, &mut Vec<K>),
+    arena: &mut KeyArena,
+) -> Result<Option<GroupTable<K>>> {
+    let plan = ctx.plan;
+    let Some(want) = ctx.first_keys else { return Ok(None) };
+    let budget = plan.table.num_rows() / 8;
+    let (mut seen, mut keys, mut hashes) = (0, Vec::new(), Vec::new());
+    let mut table = GroupTable::<K>::new(Vec::new(), want);
+    for (m, &len) in plan.table.chunk_lens().iter().enumerate() {
+        if m > 0 && seen >= budget {
+            break;
+        }
+        seen += len;
+        ctx.query.check_cancelled()?;
+        let mut mcols = ctx.input.morsel();
+        let sel = ctx.prewhere.select(ctx.input, m, len, &mut mcols, ctx.kern)?;
+        let sel = sel.as_deref();
+        let n = sel.map_or(len, |s| s.len());
+        if n == 0 {
+            continue;
+        }
+        ctx.input.read(m, &ctx.other_cols, &mut mcols)?;
+        let owned = ctx.key_arrays(&mcols, len, sel)?;
+        let arrays: Vec<&ArrayRef> = owned.iter().collect();
+        extract(&arrays, sel, n, &mut keys);
+        K::hash_batch(&keys, ctx.kern, &mut hashes);
+        for (k, &h) in keys.iter().zip(&hashes) {
+            // SAFETY: `run` keeps the arena with the workers' arenas, declared before and
+            // dropped after every table made from this one.
+            table.find_or_insert_with(k, h, |k| unsafe { k.persist(arena) });
+            if table.len() == want {
+                break;
+            }
+        }
+        // The keys may borrow this morsel's arrays: gone before they are.
+        keys.clear();
+        if table.len() == want {
+            return Ok(Some(table));
+        }
+    }
+    Ok(None)
 }
 
 /// A LIMIT (plus OFFSET) at or below this many rows keeps the groups' top-N candidates in

@@ -380,6 +380,16 @@ impl<K: GroupKey> GroupTable<K> {
         }
     }
 
+    /// A table of the same keys (same hashes and group ids) with empty states `accs`.
+    pub(crate) fn same_keys(&self, accs: Vec<Accumulator>) -> Self {
+        let mut t = GroupTable::new(accs, self.len());
+        for (k, &h) in self.keys.iter().zip(&self.hashes) {
+            t.insert_new(k.clone(), h);
+        }
+        t.sync_accs();
+        t
+    }
+
     /// Splits the table into [`PARTITIONS`] tables by the top bits of the group hashes
     /// (single level to two level). `new_accs` makes empty states.
     pub(crate) fn split(self, new_accs: &impl Fn() -> Vec<Accumulator>) -> Vec<GroupTable<K>> {

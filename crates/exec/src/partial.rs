@@ -403,13 +403,17 @@ pub(crate) enum Partial<K> {
     /// While `probe`, a row whose key the frozen table holds updates it there and only the
     /// other rows are scattered (see [`Partial::add`]).
     Scatter { frozen: GroupTable<K>, parts: Vec<Scattered<K>>, flushed: Vec<GroupTable<K>>, probe: bool },
+    /// One table whose groups are fixed in advance: rows of other keys are dropped
+    /// (`GROUP BY .. LIMIT n` without ORDER BY aggregates the first `n` keys only, see
+    /// `Settings::optimize_trivial_group_by_limit_query`).
+    Fixed(GroupTable<K>),
 }
 
 impl<K: GroupKey> Partial<K> {
     /// Whether nothing was aggregated.
     pub(crate) fn is_empty(&self) -> bool {
         match self {
-            Partial::Single(t) => t.len() == 0,
+            Partial::Single(t) | Partial::Fixed(t) => t.len() == 0,
             Partial::Two(parts) => parts.iter().all(|t| t.len() == 0),
             Partial::Scatter { frozen, parts, flushed, .. } => {
                 frozen.len() == 0 && parts.iter().all(|p| p.len() == 0) && flushed.iter().all(|t| t.len() == 0)
@@ -420,7 +424,7 @@ impl<K: GroupKey> Partial<K> {
     /// Groups held, or an upper bound (scattered rows count as groups).
     pub(crate) fn size(&self) -> usize {
         match self {
-            Partial::Single(t) => t.len(),
+            Partial::Single(t) | Partial::Fixed(t) => t.len(),
             Partial::Two(parts) => parts.iter().map(|t| t.len()).sum(),
             Partial::Scatter { frozen, parts, flushed, .. } => {
                 frozen.len() + parts.iter().map(|p| p.len()).sum::<usize>() + flushed.iter().map(|t| t.len()).sum::<usize>()
@@ -431,7 +435,7 @@ impl<K: GroupKey> Partial<K> {
     /// Bytes held: hash tables, plus reserved radix-partition buffers when scattering.
     pub(crate) fn memory_size(&self) -> usize {
         match self {
-            Partial::Single(t) => t.memory_size(),
+            Partial::Single(t) | Partial::Fixed(t) => t.memory_size(),
             Partial::Two(parts) => parts.iter().map(|t| t.memory_size()).sum(),
             Partial::Scatter { frozen, parts, flushed, .. } => {
                 frozen.memory_size()
@@ -478,6 +482,14 @@ impl<K: GroupKey> Partial<K> {
         } else {
             Partial::Two(t.split(new_accs))
         };
+    }
+
+    /// The partial as the final phase takes it: a [`Partial::Fixed`] table is a single one.
+    pub(crate) fn unfix(self) -> Self {
+        match self {
+            Partial::Fixed(t) => Partial::Single(t),
+            p => p,
+        }
     }
 
     /// Whether raw rows are scattered (their keys borrow the morsels they came from).
@@ -538,7 +550,7 @@ impl<K: GroupKey> Partial<K> {
             Ok(())
         };
         match self {
-            Partial::Single(t) => {
+            Partial::Single(t) | Partial::Fixed(t) => {
                 for (p, t) in std::mem::replace(t, empty()).split(new_accs).iter().enumerate() {
                     table(p, t, None)?;
                 }
@@ -692,6 +704,22 @@ impl<K: GroupKey> Partial<K> {
                 }
                 scatter_rows(parts, keys, &scratch.miss_hashes, &scratch.pids, inputs, Some(&scratch.misses))?;
             }
+            Partial::Fixed(t) => {
+                scratch.gids.clear();
+                scratch.rows.clear();
+                let (gids, rows) = (&mut scratch.gids, &mut scratch.rows);
+                t.find_batch(keys, hashes, kern, |i, g| {
+                    if let Some(g) = g {
+                        gids.push(g);
+                        rows.push(sel.map_or(i as u32, |s| s[i]));
+                    }
+                });
+                if !scratch.gids.is_empty() {
+                    for (acc, input) in t.accs.iter_mut().zip(inputs) {
+                        acc.update(&scratch.gids, *input, Some(&scratch.rows))?;
+                    }
+                }
+            }
             Partial::Scatter { parts, .. } => {
                 scratch.pids.clear();
                 scratch.pids.resize(hashes.len(), 0);
@@ -788,7 +816,7 @@ pub(crate) fn finalize_partitioned<K: GroupKey, R: Send>(
     let prepared: Vec<(Vec<GroupTable<K>>, Option<Vec<Scattered<K>>>)> = partials
         .into_par_iter()
         .map(|p| match p {
-            Partial::Single(t) => (t.split(new_accs), None),
+            Partial::Single(t) | Partial::Fixed(t) => (t.split(new_accs), None),
             Partial::Two(parts) => (parts, None),
             Partial::Scatter { frozen, parts, flushed, .. } if !flushed.is_empty() => {
                 debug_assert_eq!(frozen.len(), 0);
