@@ -335,3 +335,73 @@ fn group_by_limit_without_order_by_aggregates_the_first_keys_exactly() {
     let b = one(&db, "SELECT a FROM t GROUP BY a LIMIT 3 SETTINGS optimize_trivial_group_by_limit_query = 0");
     assert_eq!(i64s(&b, 0), vec![0, 1, 2]);
 }
+
+/// Per-group COUNT(DISTINCT x) over fixed-width keys runs as a GROUP BY of the (key, x)
+/// pairs, then a count per key: equal to a naive count with NULL keys (one group), NULL
+/// values (not counted), floats (-0.0 = 0.0, one NaN), HAVING, ORDER BY and LIMIT, with
+/// 1 and 3 threads and the forced two-level path.
+#[test]
+fn count_distinct_per_group_equals_a_naive_count() {
+    use std::collections::{BTreeMap, BTreeSet};
+    let db = Database::new();
+    let n = 90_000usize;
+    let key = |i: usize| (i % 17 != 5).then_some(((i * 7) % 23) as i32);
+    let val = |i: usize| (i % 11 != 0).then_some(((i * 7919) % 3_001) as i64);
+    let fl = |i: usize| match i % 9 {
+        0 => Some(-0.0),
+        1 => Some(0.0),
+        2 => Some(f64::NAN),
+        3 => None,
+        _ => Some(((i * 13) % 701) as f64 / 4.0),
+    };
+    let k: ArrayRef = Arc::new(Int32Array::from_iter((0..n).map(key)));
+    let v: ArrayRef = Arc::new(Int64Array::from_iter((0..n).map(val)));
+    let f: ArrayRef = Arc::new(Float64Array::from_iter((0..n).map(fl)));
+    register(&db, "t", vec![("k", k), ("v", v), ("f", f)], 8_192);
+    let mut by_v: BTreeMap<Option<i32>, BTreeSet<i64>> = BTreeMap::new();
+    let mut by_f: BTreeMap<Option<i32>, BTreeSet<u64>> = BTreeMap::new();
+    for i in 0..n {
+        let sv = by_v.entry(key(i)).or_default();
+        if let Some(x) = val(i) {
+            sv.insert(x);
+        }
+        let sf = by_f.entry(key(i)).or_default();
+        if let Some(x) = fl(i) {
+            sf.insert(if x == 0.0 { 0 } else if x.is_nan() { u64::MAX } else { x.to_bits() });
+        }
+    }
+    let text = |k: &Option<i32>| k.map_or("NULL".to_string(), |k| k.to_string());
+    for settings in ["max_threads = 1", "max_threads = 3", "max_threads = 2, group_by_two_level_threshold = 0"] {
+        let b = one(&db, &format!("SELECT k, COUNT(DISTINCT v) AS u, COUNT(DISTINCT f) AS w FROM t GROUP BY k ORDER BY k SETTINGS {settings}"));
+        let want_k: Vec<String> = by_v.keys().map(text).collect();
+        let mut got_k = strs(&b, 0);
+        // NULLS LAST: the naive map has NULL first.
+        got_k.rotate_right(1);
+        assert_eq!(got_k, want_k, "{settings}");
+        let mut u = i64s(&b, 1);
+        u.rotate_right(1);
+        assert_eq!(u, by_v.values().map(|s| s.len() as i64).collect::<Vec<_>>(), "{settings}");
+        let b = one(&db, &format!("SELECT k, COUNT(DISTINCT f) AS w FROM t GROUP BY k ORDER BY k NULLS FIRST SETTINGS {settings}"));
+        assert_eq!(i64s(&b, 1), by_f.values().map(|s| s.len() as i64).collect::<Vec<_>>(), "{settings}");
+        // HAVING and a top-N on the count.
+        let b = one(&db, &format!(
+            "SELECT k, COUNT(DISTINCT v) AS u FROM t WHERE v > 100 GROUP BY k HAVING COUNT(DISTINCT v) > 5 ORDER BY u DESC, k LIMIT 4 SETTINGS {settings}"
+        ));
+        let mut want: Vec<(i64, Option<i32>)> = Vec::new();
+        let mut sets: BTreeMap<Option<i32>, BTreeSet<i64>> = BTreeMap::new();
+        for i in 0..n {
+            if let Some(x) = val(i).filter(|&x| x > 100) {
+                sets.entry(key(i)).or_default().insert(x);
+            }
+        }
+        for (k, s) in &sets {
+            if s.len() > 5 {
+                want.push((-(s.len() as i64), *k));
+            }
+        }
+        want.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.is_none().cmp(&b.1.is_none())).then(a.1.cmp(&b.1)));
+        want.truncate(4);
+        assert_eq!(strs(&b, 0), want.iter().map(|w| text(&w.1)).collect::<Vec<_>>(), "{settings}");
+        assert_eq!(i64s(&b, 1), want.iter().map(|w| -w.0).collect::<Vec<_>>(), "{settings}");
+    }
+}
