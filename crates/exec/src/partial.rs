@@ -704,22 +704,7 @@ impl<K: GroupKey> Partial<K> {
                 }
                 scatter_rows(parts, keys, &scratch.miss_hashes, &scratch.pids, inputs, Some(&scratch.misses))?;
             }
-            Partial::Fixed(t) => {
-                scratch.gids.clear();
-                scratch.rows.clear();
-                let (gids, rows) = (&mut scratch.gids, &mut scratch.rows);
-                t.find_batch(keys, hashes, kern, |i, g| {
-                    if let Some(g) = g {
-                        gids.push(g);
-                        rows.push(sel.map_or(i as u32, |s| s[i]));
-                    }
-                });
-                if !scratch.gids.is_empty() {
-                    for (acc, input) in t.accs.iter_mut().zip(inputs) {
-                        acc.update(&scratch.gids, *input, Some(&scratch.rows))?;
-                    }
-                }
-            }
+            Partial::Fixed(t) => add_fixed(t, keys, hashes, inputs, sel, scratch, kern)?,
             Partial::Scatter { parts, .. } => {
                 scratch.pids.clear();
                 scratch.pids.resize(hashes.len(), 0);
@@ -729,6 +714,36 @@ impl<K: GroupKey> Partial<K> {
         }
         Ok(())
     }
+}
+
+/// [`Partial::add`] to a [`Partial::Fixed`] table: rows of the keys it holds update their
+/// groups, the others are dropped. Not inlined into `add`: the other paths measured 3%
+/// slower on Q29 with this one inside.
+#[inline(never)]
+fn add_fixed<K: GroupKey>(
+    t: &mut GroupTable<K>,
+    keys: &[K],
+    hashes: &[u64],
+    inputs: &[Option<&ArrayRef>],
+    sel: Option<&[u32]>,
+    scratch: &mut Scratch,
+    kern: &Kernels,
+) -> Result<()> {
+    scratch.gids.clear();
+    scratch.rows.clear();
+    let (gids, rows) = (&mut scratch.gids, &mut scratch.rows);
+    t.find_batch(keys, hashes, kern, |i, g| {
+        if let Some(g) = g {
+            gids.push(g);
+            rows.push(sel.map_or(i as u32, |s| s[i]));
+        }
+    });
+    if !scratch.gids.is_empty() {
+        for (acc, input) in t.accs.iter_mut().zip(inputs) {
+            acc.update(&scratch.gids, *input, Some(&scratch.rows))?;
+        }
+    }
+    Ok(())
 }
 
 /// Reusable per-worker buffers, and the worker's key arena.
