@@ -18,32 +18,42 @@
 //!    `offset + limit` groups (a bounded sorted buffer with a threshold check on the first
 //!    sort key); only those candidates are materialised, then sorted exactly with every
 //!    ORDER BY key. All groups are never sorted.
+//!
+//! Here: the plan, the workers and both phases (`run`), and the fixed groups of `GROUP BY
+//! .. LIMIT` without ORDER BY (`first_keys`). Beside it: `rewrite` (plans answered from
+//! metadata or rewritten before the hash aggregation: COUNT(DISTINCT) as a GROUP BY of the
+//! distinct values), `kept` (computed keys and inputs evaluated on the rows WHERE keeps),
+//! `output` (top-N candidates, output columns, HAVING, ORDER BY / LIMIT).
+
+mod kept;
+mod output;
+mod rewrite;
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, AsArray, RecordBatch};
-use arrow::compute::{SortColumn, SortOptions, concat_batches, lexsort_to_indices, take_record_batch};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use tessera_common::float::canonical_array;
+use arrow::array::{ArrayRef, RecordBatch};
+use arrow::compute::concat_batches;
 use tessera_common::{Error, Result, Settings, TemporaryFilesCodec};
 
 use crate::Profile;
 use crate::accum::{Accumulator, OrdVal};
 use crate::context::QueryContext;
-use crate::expr::{Expr, evaluate as evaluate_expr};
+use crate::filter::Selection;
 use crate::hashtable::{GroupTable, PARTITIONS};
-use crate::keys::{GroupKey, KeyArena, KeyReader, Layout, TieKey, choose_layout, key_array};
+use crate::keys::{GroupKey, KeyArena, KeyReader, Layout, TieKey, choose_layout};
 use crate::morsel::{Input, MorselColumns};
 use crate::partial::{Partial, Scratch, Spilled, finalize_partitioned, scatter_ok};
-use crate::plan::{AggFunc, AggOutput, AggregatePlan, OrderLimit, Plan, ScalarExpr, SortKey};
+use crate::plan::{AggOutput, AggregatePlan, OrderLimit, Plan, ScalarExpr, SortKey};
 use crate::pool::run_morsels;
 use crate::prewhere::Prewhere;
 use crate::sort::SortSpill;
 use crate::spill::{Run, SpillFile};
 use tessera_kernels::Kernels;
 
-/// Top-N buffers above this size fall back to materialising all groups and sorting.
-const MAX_TOP_N: usize = 100_000;
+use kept::eval_kept;
+pub(crate) use output::order_and_limit;
+use output::{apply_having, emit, output_schema, select_groups};
+use rewrite::{distinct_as_groups, distinct_per_group, from_metadata};
 
 /// Bytes of streamed morsels a worker keeps for the string keys of its scattered rows
 /// before it flushes them into its per-partition tables ([`Partial::flush`]): 256 MiB, or
@@ -86,6 +96,20 @@ impl Ctx<'_> {
         }
     }
 
+    /// Morsel `m` (`len` rows) filtered by WHERE (PREWHERE: its columns read first), then
+    /// its columns `cols` read: the columns and the selection (`None`: every row), or `None`
+    /// when no row passes. Checks for cancellation first.
+    fn filtered_morsel(&self, m: usize, len: usize, cols: &[usize]) -> Result<Option<(MorselColumns<'_>, Selection)>> {
+        self.query.check_cancelled()?;
+        let mut mcols = self.input.morsel();
+        let sel = self.prewhere.select(self.input, m, len, &mut mcols, self.kern)?;
+        if sel.as_ref().map_or(len, |s| s.len()) == 0 {
+            return Ok(None);
+        }
+        self.input.read(m, cols, &mut mcols)?;
+        Ok(Some((mcols, sel)))
+    }
+
     /// The input array of each aggregate in a morsel (`None` for COUNT(*)).
     fn agg_inputs(&self, mcols: &MorselColumns<'_>, len: usize, sel: Option<&[u32]>) -> Result<Vec<Option<ArrayRef>>> {
         let mut done: Vec<(ScalarExpr, ArrayRef)> = Vec::new();
@@ -121,106 +145,6 @@ impl Ctx<'_> {
     fn new_accs(&self) -> Result<Vec<Accumulator>> {
         self.plan.aggs.iter().map(|a| Accumulator::new(a, a.input.map(|e| self.plan.scalar_type(&e)))).collect()
     }
-}
-
-/// `e` over a morsel of `len` rows (columns `mcols`) of which WHERE keeps `sel` (`None`:
-/// all). Evaluated on the whole morsel when the filter keeps more than half of it, else (and
-/// when the whole morsel fails, e.g. an integer division by zero in a row WHERE drops) on
-/// the kept rows only, spread back to their positions: dropped rows then hold a kept row's
-/// value and are never read. So only rows WHERE keeps can make the query fail.
-fn eval_kept(e: &Expr, mcols: &[Option<ArrayRef>], len: usize, sel: Option<&[u32]>) -> Result<ArrayRef> {
-    let Some(s) = sel else { return evaluate_expr(e, mcols, len) };
-    if s.len() * 2 > len
-        && let Ok(a) = evaluate_expr(e, mcols, len)
-    {
-        return Ok(a);
-    }
-    if s.is_empty() {
-        return Ok(arrow::array::new_null_array(&e.data_type(), len));
-    }
-    let idx = arrow::array::UInt32Array::from(s.to_vec());
-    // Only the columns `e` reads (the morsel also holds the other keys' columns: Q40's URL).
-    let mut used = Vec::new();
-    e.columns(&mut used);
-    let mut taken: Vec<Option<ArrayRef>> = vec![None; mcols.len()];
-    for c in used {
-        if let Some(a) = mcols.get(c).and_then(|a| a.as_ref())
-            && taken[c].is_none()
-        {
-            taken[c] = Some(arrow::compute::take(a, &idx, None)?);
-        }
-    }
-    let compact = evaluate_expr(e, &taken, s.len())?;
-    spread(&compact, s, len)
-}
-
-/// `compact` (the values of rows `sel` of a morsel of `len` rows, in order) spread back to
-/// the morsel's positions; the other rows hold values that are never read. A string or
-/// binary result shares `compact`'s bytes, the other rows empty values between them, so no
-/// byte is copied (copying a kept value into each of them took 70% of Q40's time).
-fn spread(compact: &ArrayRef, sel: &[u32], len: usize) -> Result<ArrayRef> {
-    Ok(match compact.data_type() {
-        DataType::Utf8 => Arc::new(spread_bytes(compact.as_string::<i32>(), sel, len)?),
-        DataType::Binary => Arc::new(spread_bytes(compact.as_binary::<i32>(), sel, len)?),
-        _ => {
-            let mut pos = vec![0u32; len];
-            for (j, &r) in sel.iter().enumerate() {
-                pos[r as usize] = j as u32;
-            }
-            arrow::compute::take(compact, &arrow::array::UInt32Array::from(pos), None)?
-        }
-    })
-}
-
-/// [`spread`] of a byte array: offsets only, over `compact`'s values buffer.
-fn spread_bytes<T: arrow::datatypes::ByteArrayType<Offset = i32>>(
-    compact: &arrow::array::GenericByteArray<T>,
-    sel: &[u32],
-    len: usize,
-) -> Result<arrow::array::GenericByteArray<T>> {
-    use arrow::array::Array;
-    let src = compact.value_offsets();
-    let mut offsets: Vec<i32> = Vec::with_capacity(len + 1);
-    offsets.push(src[0]);
-    let mut valid = compact.nulls().map(|_| arrow::array::BooleanBufferBuilder::new(len));
-    for (j, &r) in sel.iter().enumerate() {
-        let r = r as usize;
-        if r < offsets.len() - 1 || r >= len {
-            return Err(Error::internal("selection out of order or past the morsel"));
-        }
-        // Rows before `r` that WHERE dropped: empty values at the current end.
-        let end = *offsets.last().expect("starts with one offset");
-        let gap = r - (offsets.len() - 1);
-        offsets.resize(offsets.len() + gap, end);
-        offsets.push(src[j + 1]);
-        if let Some(v) = &mut valid {
-            v.append_n(gap, true);
-            v.append(compact.is_valid(j));
-        }
-    }
-    let end = *offsets.last().expect("starts with one offset");
-    let gap = len + 1 - offsets.len();
-    offsets.resize(len + 1, end);
-    if let Some(v) = &mut valid {
-        v.append_n(gap, true);
-    }
-    let nulls = valid.map(|mut v| arrow::buffer::NullBuffer::new(v.finish()));
-    let offsets = arrow::buffer::OffsetBuffer::new(offsets.into());
-    // SAFETY: the offsets are monotonic (checked by `OffsetBuffer::new`) and every value is
-    // either one of `compact`'s values (the same offsets into the same buffer: for strings,
-    // valid UTF-8) or empty at the end offset of one of them (a character boundary); all
-    // lie within `compact`'s values buffer, which the new array shares.
-    Ok(unsafe { arrow::array::GenericByteArray::new_unchecked(offsets, compact.values().clone(), nulls) })
-}
-
-/// Keeps the rows of `batch` (the aggregation's output columns) where `having` is TRUE;
-/// all of them without a HAVING.
-fn apply_having(batch: RecordBatch, having: Option<&Expr>) -> Result<RecordBatch> {
-    let Some(having) = having else { return Ok(batch) };
-    let cols: Vec<Option<ArrayRef>> = batch.columns().iter().cloned().map(Some).collect();
-    let keep = evaluate_expr(having, &cols, batch.num_rows())?;
-    let keep = keep.as_boolean_opt().ok_or_else(|| Error::internal("HAVING of a non-boolean type"))?;
-    Ok(arrow::compute::filter_record_batch(&batch, &crate::expr::true_mask(keep))?)
 }
 
 /// Whether key or aggregate input `e` may be NULL in a row: its column may hold NULLs, or
@@ -261,169 +185,6 @@ fn with_key_tiebreak(plan: &AggregatePlan) -> AggregatePlan {
         }
     }
     plan
-}
-
-/// `SELECT COUNT(*), MIN(c), MAX(c) .. FROM t` with no WHERE and no GROUP BY, answered
-/// from the table's metadata: the row count from part row counts (Parquet footers), MIN and
-/// MAX from the min/max index (the minimum of the per-granule minimums, through the same
-/// accumulator as the rows would go: one NULL handling and order). No column is read.
-/// `None` when an aggregate needs the rows.
-fn from_metadata(plan: &AggregatePlan) -> Result<Option<(RecordBatch, Profile)>> {
-    if plan.filter.is_some() || !plan.keys.is_empty() {
-        return Ok(None);
-    }
-    let rows = plan.table.num_rows();
-    let mut values = Vec::with_capacity(plan.aggs.len());
-    for a in &plan.aggs {
-        let v: ArrayRef = match (a.func, a.input) {
-            (AggFunc::CountStar, _) => Arc::new(arrow::array::Int64Array::from(vec![rows as i64])),
-            (AggFunc::Min | AggFunc::Max, Some(ScalarExpr::Column(c))) => {
-                let Some((lo, hi)) = plan.table.min_max(c) else { return Ok(None) };
-                let Ok(mut acc) = Accumulator::new(a, Some(lo.data_type().clone())) else { return Ok(None) };
-                let per_granule = if a.func == AggFunc::Min { lo } else { hi };
-                acc.resize(1);
-                acc.update(&vec![0; per_granule.len()], Some(&per_granule), None)?;
-                acc.emit(&[0])?
-            }
-            _ => return Ok(None),
-        };
-        values.push(v);
-    }
-    let out = one_group_output(plan, &values)?;
-    Ok(Some((out, Profile { layout: Some("metadata"), groups: 1, rows_in: rows, ..Profile::default() })))
-}
-
-/// `SELECT COUNT(DISTINCT x) [, COUNT(DISTINCT x) ..] FROM t [WHERE ..]` (no GROUP BY):
-/// run as `SELECT x FROM t [WHERE ..] GROUP BY x`, counting the non-NULL groups, so the
-/// distinct values go through the radix-partitioned two-phase GROUP BY, its key layouts and
-/// its parallel final phase, instead of one hash set per worker merged on one thread
-/// (DuckDB plans distinct aggregates as a hash aggregate on the distinct arguments too).
-/// `None` when the plan has another shape.
-fn distinct_as_groups(
-    plan: &AggregatePlan,
-    settings: &Settings,
-    pool: &rayon::ThreadPool,
-    query: &QueryContext,
-) -> Result<Option<(RecordBatch, Profile)>> {
-    let Some(first) = plan.aggs.first() else { return Ok(None) };
-    let Some(x) = first.input else { return Ok(None) };
-    if !plan.keys.is_empty() || !plan.aggs.iter().all(|a| a.func == AggFunc::CountDistinct && a.input == Some(x)) {
-        return Ok(None);
-    }
-    let groups = AggregatePlan {
-        table: plan.table.clone(),
-        filter: plan.filter.clone(),
-        keys: vec![x],
-        computed: plan.computed.clone(),
-        aggs: Vec::new(),
-        projections: Vec::new(),
-        having: None,
-        output: vec![("x".into(), AggOutput::Key(0))],
-        visible: 1,
-        order: OrderLimit::default(),
-    };
-    let (batches, mut profile) = execute(&groups, settings, pool, query)?;
-    // NULL is one group of the GROUP BY; COUNT(DISTINCT) skips it.
-    let n: usize = batches.iter().map(|b| b.num_rows() - b.column(0).null_count()).sum();
-    let count: ArrayRef = Arc::new(arrow::array::Int64Array::from(vec![n as i64]));
-    let out = one_group_output(plan, &vec![count; plan.aggs.len()])?;
-    profile.groups = 1;
-    Ok(Some((out, profile)))
-}
-
-/// Rows per chunk of the table of distinct pairs that [`distinct_per_group`] aggregates.
-const PAIR_CHUNK: usize = 65_536;
-
-/// `SELECT keys, COUNT(DISTINCT x) [, COUNT(DISTINCT x) ..] FROM t [WHERE ..] GROUP BY keys
-/// [HAVING ..] [ORDER BY ..]`: run as `SELECT keys, COUNT(x) FROM (SELECT keys, x FROM t
-/// [WHERE ..] GROUP BY keys, x) GROUP BY keys ..`, so the distinct pairs go through the
-/// radix-partitioned two-phase GROUP BY (one table of pairs, cache-sized partitions)
-/// instead of a hash set per group, each insert a cache miss once the sets outgrow the
-/// cache (DuckDB plans distinct aggregates the same way). COUNT(x) skips the NULL `x` of a
-/// group, as COUNT(DISTINCT x) does. `None` when the plan has another shape.
-fn distinct_per_group(
-    plan: &AggregatePlan,
-    settings: &Settings,
-    pool: &rayon::ThreadPool,
-    query: &QueryContext,
-) -> Result<Option<(Vec<RecordBatch>, Profile)>> {
-    let Some(x) = plan.aggs.first().and_then(|a| a.input) else { return Ok(None) };
-    if plan.keys.is_empty() || !plan.aggs.iter().all(|a| a.func == AggFunc::CountDistinct && a.input == Some(x)) {
-        return Ok(None);
-    }
-    // Fixed-width keys and values only: a table of (string, value) pairs measured slower
-    // than the per-group sets of 64-bit values (Q11, Q12, Q14 at 10M rows: 1.3-1.8x), while
-    // Q9's (RegionID, UserID) pairs took half the time of its sets.
-    let string = |e: &ScalarExpr| matches!(plan.scalar_type(e), DataType::Utf8 | DataType::Binary);
-    if plan.keys.iter().chain([&x]).any(string) {
-        return Ok(None);
-    }
-    let nk = plan.keys.len();
-    let mut keys = plan.keys.clone();
-    keys.push(x);
-    let pairs = AggregatePlan {
-        table: plan.table.clone(),
-        filter: plan.filter.clone(),
-        keys,
-        computed: plan.computed.clone(),
-        aggs: Vec::new(),
-        projections: Vec::new(),
-        having: None,
-        output: (0..=nk).map(|i| (format!("k{i}"), AggOutput::Key(i))).collect(),
-        visible: nk + 1,
-        order: OrderLimit::default(),
-    };
-    let (batches, inner) = execute(&pairs, settings, pool, query)?;
-    let Some(schema) = batches.first().map(|b| b.schema()) else { return Ok(None) };
-    // Zero-copy slices, so that the outer aggregation has morsels for every worker.
-    let mut columns: Vec<Vec<ArrayRef>> = vec![Vec::new(); nk + 1];
-    for b in &batches {
-        for start in (0..b.num_rows()).step_by(PAIR_CHUNK) {
-            let len = PAIR_CHUNK.min(b.num_rows() - start);
-            for (c, col) in columns.iter_mut().enumerate() {
-                col.push(b.column(c).slice(start, len));
-            }
-        }
-    }
-    let table = Arc::new(tessera_common::Table::from_columns("distinct pairs", schema, columns)?);
-    let outer = AggregatePlan {
-        table,
-        filter: None,
-        keys: (0..nk).map(ScalarExpr::Column).collect(),
-        computed: Vec::new(),
-        aggs: plan.aggs.iter().map(|_| crate::plan::AggExpr { func: AggFunc::Count, input: Some(ScalarExpr::Column(nk)) }).collect(),
-        projections: plan.projections.clone(),
-        having: plan.having.clone(),
-        output: plan.output.clone(),
-        visible: plan.visible,
-        order: plan.order.clone(),
-    };
-    let (out, profile) = execute(&outer, settings, pool, query)?;
-    Ok(Some((out, Profile { layout: inner.layout, rows_in: inner.rows_in, ..profile })))
-}
-
-/// The answer of a key-less aggregation from its aggregates' values (`values[j]` one row,
-/// aggregate `j`): output columns, projections, HAVING, ORDER BY / LIMIT.
-fn one_group_output(plan: &AggregatePlan, values: &[ArrayRef]) -> Result<RecordBatch> {
-    let mut cols: Vec<Option<ArrayRef>> = Vec::with_capacity(plan.output.len());
-    for (_, o) in &plan.output {
-        cols.push(match o {
-            AggOutput::Agg(j) => Some(values[*j].clone()),
-            AggOutput::Expr(_) => None,
-            AggOutput::Key(_) => return Err(Error::internal("group key without GROUP BY")),
-        });
-    }
-    let base = cols.clone();
-    for (c, (_, o)) in cols.iter_mut().zip(&plan.output) {
-        if let AggOutput::Expr(p) = o {
-            *c = Some(evaluate_expr(&plan.projections[*p], &base, 1)?);
-        }
-    }
-    let cols: Vec<ArrayRef> = cols.into_iter().map(|c| c.expect("every output computed")).collect();
-    let fields: Vec<Field> =
-        plan.output.iter().zip(&cols).map(|((name, _), c)| Field::new(name, c.data_type().clone(), true)).collect();
-    let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)?;
-    order_and_limit(apply_having(batch, plan.having.as_ref())?, &plan.order, plan.visible)
 }
 
 /// Runs an aggregation plan, reading the table a morsel at a time.
@@ -608,17 +369,13 @@ where
             spills: 0,
         },
         |w: &mut Worker<K>, m| {
-            ctx.query.check_cancelled()?;
             let len = chunk_lens[m];
-            let mut mcols = ctx.input.morsel();
-            let sel = ctx.prewhere.select(ctx.input, m, len, &mut mcols, ctx.kern)?;
-            let sel = sel.as_deref();
-            let n = sel.map_or(len, |s| s.len());
-            if n == 0 {
+            let Some((mcols, sel)) = ctx.filtered_morsel(m, len, &ctx.other_cols)? else {
                 ctx.input.skip();
                 return Ok(());
-            }
-            ctx.input.read(m, &ctx.other_cols, &mut mcols)?;
+            };
+            let sel = sel.as_deref();
+            let n = sel.map_or(len, |s| s.len());
             w.rows_in += n;
             let owned_keys = ctx.key_arrays(&mcols, len, sel)?;
             let key_arrays: Vec<&ArrayRef> = owned_keys.iter().collect();
@@ -888,6 +645,11 @@ fn first_keys<K: GroupKey>(
     let plan = ctx.plan;
     let Some(want) = ctx.first_keys else { return Ok(None) };
     let budget = plan.table.num_rows() / 8;
+    // The keys' columns only: the aggregates' inputs are read when the workers run.
+    let mut key_cols = Vec::new();
+    for k in &plan.keys {
+        plan.scalar_columns(k, &mut key_cols);
+    }
     let (mut seen, mut keys, mut hashes) = (0, Vec::new(), Vec::new());
     let mut table = GroupTable::<K>::new(Vec::new(), want);
     for (m, &len) in plan.table.chunk_lens().iter().enumerate() {
@@ -895,15 +657,9 @@ fn first_keys<K: GroupKey>(
             break;
         }
         seen += len;
-        ctx.query.check_cancelled()?;
-        let mut mcols = ctx.input.morsel();
-        let sel = ctx.prewhere.select(ctx.input, m, len, &mut mcols, ctx.kern)?;
+        let Some((mcols, sel)) = ctx.filtered_morsel(m, len, &key_cols)? else { continue };
         let sel = sel.as_deref();
         let n = sel.map_or(len, |s| s.len());
-        if n == 0 {
-            continue;
-        }
-        ctx.input.read(m, &ctx.other_cols, &mut mcols)?;
         let owned = ctx.key_arrays(&mcols, len, sel)?;
         let arrays: Vec<&ArrayRef> = owned.iter().collect();
         extract(&arrays, sel, n, &mut keys);
@@ -948,251 +704,3 @@ fn extract_unit<K>(extract: &impl Fn(&[&ArrayRef], Option<&[u32]>, usize, &mut V
     v.pop().expect("unit extractor yields one key")
 }
 
-fn output_schema(ctx: &Ctx<'_>) -> Result<SchemaRef> {
-    let plan = ctx.plan;
-    let accs: Vec<DataType> = ctx.new_accs()?.iter().map(|a| a.output_type()).collect();
-    let fields: Vec<Field> = plan
-        .output
-        .iter()
-        .map(|(name, src)| {
-            let dt: DataType = match src {
-                AggOutput::Key(i) => plan.scalar_type(&plan.keys[*i]),
-                AggOutput::Agg(j) => accs[*j].clone(),
-                AggOutput::Expr(p) => plan.projections[*p].data_type(),
-            };
-            Field::new(name, dt, true)
-        })
-        .collect();
-    Ok(Arc::new(Schema::new(fields)))
-}
-
-fn sort_value<'k, K>(
-    t: &'k GroupTable<K>,
-    g: u32,
-    out: AggOutput,
-    decode: &impl Fn(&'k K, usize) -> OrdVal<'k>,
-) -> OrdVal<'k> {
-    match out {
-        AggOutput::Key(i) => decode(&t.keys[g as usize], i),
-        AggOutput::Agg(j) => t.accs[j].value(g),
-        // `select_groups` never orders by a projection (it keeps every group instead).
-        AggOutput::Expr(_) => OrdVal::Null,
-    }
-}
-
-/// Compares two values under one sort key (direction and NULL placement).
-fn cmp_key(a: &OrdVal<'_>, b: &OrdVal<'_>, k: &SortKey) -> std::cmp::Ordering {
-    use std::cmp::Ordering::*;
-    match (matches!(a, OrdVal::Null), matches!(b, OrdVal::Null)) {
-        (true, true) => Equal,
-        (true, false) => if k.nulls_first { Less } else { Greater },
-        (false, true) => if k.nulls_first { Greater } else { Less },
-        _ => {
-            let o = a.cmp(b);
-            if k.descending { o.reverse() } else { o }
-        }
-    }
-}
-
-fn cmp_all(a: &[OrdVal<'_>], b: &[OrdVal<'_>], keys: &[SortKey]) -> std::cmp::Ordering {
-    for ((x, y), k) in a.iter().zip(b).zip(keys) {
-        let o = cmp_key(x, y, k);
-        if o.is_ne() {
-            return o;
-        }
-    }
-    std::cmp::Ordering::Equal
-}
-
-/// The groups of `t` that can appear in the answer.
-fn select_groups<'k, K: GroupKey>(
-    t: &'k GroupTable<K>,
-    order: &OrderLimit,
-    plan: &AggregatePlan,
-    decode: &impl Fn(&'k K, usize) -> OrdVal<'k>,
-    tie: Option<&TieKey>,
-    query: &QueryContext,
-) -> Result<Vec<u32>> {
-    let all = || Ok((0..t.len() as u32).collect());
-    if plan.having.is_some()
-        || order.order_by.iter().any(|k| matches!(plan.output[k.output].1, AggOutput::Expr(_)))
-    {
-        // HAVING drops groups after this, and projections have no per-group value here:
-        // every group is a candidate.
-        return all();
-    }
-    let Some(limit) = order.limit.map(|l| l.saturating_add(order.offset)) else { return all() };
-    if order.order_by.is_empty() {
-        return Ok((0..t.len().min(limit) as u32).collect());
-    }
-    if limit > MAX_TOP_N {
-        return all();
-    }
-    let entry = std::mem::size_of::<(Vec<OrdVal<'k>>, u32)>() + order.order_by.len() * std::mem::size_of::<OrdVal<'k>>();
-    query.grow(limit.min(t.len()) * entry, "ORDER BY ... LIMIT top-N buffer")?;
-    let keys = &order.order_by;
-    let val = |g: u32, k: &SortKey| sort_value(t, g, plan.output[k.output].1, decode);
-    // ORDER BY COUNT(..) first (Q33, Q34, Q19): the threshold check reads the counts as
-    // integers, not through a sort value per group.
-    let first_counts = match plan.output[keys[0].output].1 {
-        AggOutput::Agg(j) => t.accs[j].counts(),
-        _ => None,
-    };
-    // The ORDER BY keys after the first as one integer per group (`tie`), when they are
-    // packed group keys: ties on the first key then cost one compare.
-    let tie = tie.filter(|_| t.keys.first().is_some_and(|k| k.packed().is_some()));
-    // `best` is sorted best-first and holds at most `limit` candidates; `worst_tie` caches
-    // the tie key of its last one.
-    let mut best: Vec<(Vec<OrdVal<'k>>, u32)> = Vec::with_capacity(limit + 1);
-    let mut worst_tie: Option<Vec<u64>> = None;
-    for g in 0..t.len() as u32 {
-        if limit == 0 {
-            break;
-        }
-        if g % 65_536 == 0 {
-            query.check_cancelled()?;
-        }
-        if best.len() == limit {
-            // Threshold check against the worst kept candidate, key by key, without
-            // materialising this group's sort values (most groups stop at the first key).
-            let worst = &best[limit - 1].0;
-            if let (Some(c), OrdVal::Int(w)) = (first_counts, &worst[0]) {
-                let v = i128::from(c[g as usize]);
-                let ord = if keys[0].descending { w.cmp(&v) } else { v.cmp(w) };
-                if ord.is_gt() {
-                    continue;
-                }
-                if ord.is_eq()
-                    && let Some(tk) = tie
-                    && let Some(packed) = t.keys[g as usize].packed()
-                {
-                    let wt = worst_tie.get_or_insert_with(|| {
-                        tk.of(t.keys[best[limit - 1].1 as usize].packed().expect("fixed layout"))
-                    });
-                    if !tk.cmp(packed, wt).is_lt() {
-                        continue;
-                    }
-                }
-            }
-            let mut ord = std::cmp::Ordering::Equal;
-            for (k, w) in keys.iter().zip(worst) {
-                ord = cmp_key(&val(g, k), w, k);
-                if ord.is_ne() {
-                    break;
-                }
-            }
-            if !ord.is_lt() {
-                continue;
-            }
-        }
-        let v: Vec<OrdVal<'k>> = keys.iter().map(|k| val(g, k)).collect();
-        let pos = best.partition_point(|(b, _)| !cmp_all(b, &v, keys).is_gt());
-        best.insert(pos, (v, g));
-        best.truncate(limit);
-        worst_tie = None;
-    }
-    Ok(best.into_iter().map(|(_, g)| g).collect())
-}
-
-fn emit<'k, K>(
-    t: &'k GroupTable<K>,
-    gids: &[u32],
-    plan: &AggregatePlan,
-    schema: &SchemaRef,
-    decode: &impl Fn(&'k K, usize) -> OrdVal<'k>,
-) -> Result<RecordBatch> {
-    let mut cols: Vec<ArrayRef> = Vec::with_capacity(plan.output.len());
-    for ((_, src), field) in plan.output.iter().zip(schema.fields()) {
-        cols.push(match src {
-            AggOutput::Key(i) => {
-                let vals: Vec<OrdVal<'k>> = gids.iter().map(|&g| decode(&t.keys[g as usize], *i)).collect();
-                key_array(field.data_type(), &vals)?
-            }
-            AggOutput::Agg(j) => t.accs[*j].emit(gids)?,
-            // Placeholder, computed below from the other outputs.
-            AggOutput::Expr(_) => arrow::array::new_null_array(field.data_type(), 0),
-        });
-    }
-    if plan.output.iter().any(|(_, o)| matches!(o, AggOutput::Expr(_))) {
-        let base: Vec<Option<ArrayRef>> = plan
-            .output
-            .iter()
-            .zip(&cols)
-            .map(|((_, o), c)| (!matches!(o, AggOutput::Expr(_))).then(|| c.clone()))
-            .collect();
-        for (i, (_, o)) in plan.output.iter().enumerate() {
-            if let AggOutput::Expr(p) = o {
-                cols[i] = evaluate_expr(&plan.projections[*p], &base, gids.len())?;
-            }
-        }
-    }
-    Ok(RecordBatch::try_new(schema.clone(), cols)?)
-}
-
-/// Rows above which a sort on two or more keys compares Arrow row-format keys (one memcmp
-/// per comparison) instead of Arrow's column-by-column `lexsort_to_indices`.
-const ROW_FORMAT_SORT_ROWS: usize = 8_192;
-
-/// Sorts `batch` by the ORDER BY keys (exactly; only the top `offset + limit` rows when
-/// there is a limit), applies OFFSET/LIMIT and keeps the first `visible` columns.
-pub(crate) fn order_and_limit(batch: RecordBatch, order: &OrderLimit, visible: usize) -> Result<RecordBatch> {
-    let want = order.limit.map(|l| l.saturating_add(order.offset));
-    let batch = if order.order_by.is_empty() {
-        batch
-    } else if order.order_by.len() > 1 && batch.num_rows() > ROW_FORMAT_SORT_ROWS {
-        let idx = crate::sort::row_format_indices(&batch, &order.order_by, want)?;
-        take_record_batch(&batch, &idx)?
-    } else {
-        let sort_cols: Vec<SortColumn> = order
-            .order_by
-            .iter()
-            .map(|k| SortColumn {
-                // Arrow sorts floats by `total_cmp`: Tessera's order once canonical.
-                values: canonical_array(batch.column(k.output)),
-                options: Some(SortOptions { descending: k.descending, nulls_first: k.nulls_first }),
-            })
-            .collect();
-        let idx = lexsort_to_indices(&sort_cols, want.map(|w| w.min(batch.num_rows())))?;
-        take_record_batch(&batch, &idx)?
-    };
-    let start = order.offset.min(batch.num_rows());
-    let end = want.unwrap_or(usize::MAX).min(batch.num_rows());
-    let batch = batch.slice(start, end.saturating_sub(start));
-    Ok(batch.project(&(0..visible).collect::<Vec<_>>())?)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use arrow::array::{Array, BinaryArray, Int32Array, StringArray};
-
-    /// `spread` puts each kept value at its row (strings sharing the compact bytes, NULLs
-    /// kept), for sliced inputs, selections at both ends, empty gaps and fixed-width types.
-    #[test]
-    fn spread_puts_kept_values_at_their_rows() {
-        let base = StringArray::from(vec![Some("zz"), Some("ab"), None, Some(""), Some("жёлтый"), Some("x")]);
-        let compact: ArrayRef = Arc::new(base.slice(1, 5)); // "ab", NULL, "", "жёлтый", "x"
-        for sel in [vec![0u32, 3, 4, 8, 9], vec![2, 5, 6, 7, 11], vec![0, 1, 2, 3, 4]] {
-            let len = 12;
-            let out = spread(&compact, &sel, len).unwrap();
-            assert_eq!(out.len(), len);
-            let out = out.as_string::<i32>();
-            let kept = compact.as_string::<i32>();
-            for (j, &r) in sel.iter().enumerate() {
-                assert_eq!(out.is_valid(r as usize), kept.is_valid(j), "{sel:?} row {r}");
-                if kept.is_valid(j) {
-                    assert_eq!(out.value(r as usize), kept.value(j), "{sel:?} row {r}");
-                }
-            }
-        }
-        let bin: ArrayRef = Arc::new(BinaryArray::from(vec![&b"\xff\x00"[..], b"q"]));
-        let out = spread(&bin, &[1, 4], 6).unwrap();
-        assert_eq!(out.as_binary::<i32>().value(1), b"\xff\x00");
-        assert_eq!(out.as_binary::<i32>().value(4), b"q");
-        let ints: ArrayRef = Arc::new(Int32Array::from(vec![Some(7), None]));
-        let out = spread(&ints, &[0, 5], 6).unwrap();
-        assert_eq!(out.as_primitive::<arrow::datatypes::Int32Type>().value(0), 7);
-        assert!(out.is_null(5));
-        assert!(spread(&compact, &[3, 1, 2, 4, 5], 12).is_err());
-    }
-}
