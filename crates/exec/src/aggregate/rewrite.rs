@@ -118,6 +118,7 @@ pub(super) fn distinct_per_group(
     }
     let nk = plan.keys.len();
     let (batches, inner) = execute(&distinct_rows(plan, plan.keys.iter().copied().chain([x]).collect()), settings, pool, query)?;
+    // A GROUP BY answers with at least one batch; were it ever none, the plan runs as written.
     let Some(schema) = batches.first().map(|b| b.schema()) else { return Ok(None) };
     // Zero-copy slices, so that the outer aggregation has morsels for every worker.
     let mut columns: Vec<Vec<ArrayRef>> = vec![Vec::new(); nk + 1];
