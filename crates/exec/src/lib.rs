@@ -25,6 +25,7 @@ pub mod prune;
 mod scan;
 mod sort;
 mod spill;
+mod topn_filter;
 
 use arrow::array::RecordBatch;
 use tessera_common::{Result, Settings};

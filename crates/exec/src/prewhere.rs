@@ -31,12 +31,16 @@ const GATHER_BELOW: f64 = 0.25;
 struct Step {
     pred: Predicate,
     cols: Vec<usize>,
+    /// [`cost`] class.
+    cost: u8,
 }
 
 /// The WHERE clause of a query as ordered PREWHERE steps.
 #[derive(Debug, Default)]
 pub(crate) struct Prewhere {
     steps: Vec<Step>,
+    /// The table's schema, for the cost of an extra step.
+    schema: Option<Schema>,
 }
 
 /// Relative cost per row of evaluating `p` over columns of `schema`: 0 fixed-width
@@ -57,6 +61,16 @@ fn cost(p: &Predicate, schema: &Schema) -> u8 {
         Predicate::And(ps) | Predicate::Or(ps) => ps.iter().map(|p| cost(p, schema)).max().unwrap_or(0),
         Predicate::Expr(_) => 2,
         Predicate::Like { .. } => 3,
+    }
+}
+
+/// Whether `p` holds a general expression (which may fail on a row).
+fn has_expr(p: &Predicate) -> bool {
+    match p {
+        Predicate::Expr(_) => true,
+        Predicate::Not(p) => has_expr(p),
+        Predicate::And(ps) | Predicate::Or(ps) => ps.iter().any(has_expr),
+        Predicate::Cmp { .. } | Predicate::CmpColumns { .. } | Predicate::Const(_) | Predicate::Like { .. } => false,
     }
 }
 
@@ -81,12 +95,13 @@ impl Prewhere {
                 predicate_columns(&pred, &mut cols);
                 cols.sort_unstable();
                 cols.dedup();
-                Step { pred, cols }
+                let cost = cost(&pred, schema);
+                Step { pred, cols, cost }
             })
             .collect();
         // Stable: equal costs keep the written order.
-        steps.sort_by_key(|s| cost(&s.pred, schema));
-        Prewhere { steps }
+        steps.sort_by_key(|s| s.cost);
+        Prewhere { steps, schema: Some(schema.clone()) }
     }
 
     /// Reads the WHERE columns of morsel `m` (`len` rows) into `mcols` step by step and
@@ -103,8 +118,37 @@ impl Prewhere {
         mcols: &mut MorselColumns<'_>,
         kern: &Kernels,
     ) -> Result<Selection> {
+        self.select_with(input, m, len, mcols, kern, None)
+    }
+
+    /// As [`Prewhere::select`], with one more condition `extra` that every kept row must
+    /// meet too (a top-N bound, see [`crate::topn_filter`]): evaluated first, or after the
+    /// general expressions when the WHERE has some, so that whether a row's expression is
+    /// evaluated (and may fail) does not depend on it.
+    pub(crate) fn select_with(
+        &self,
+        input: &Input<'_>,
+        m: usize,
+        len: usize,
+        mcols: &mut MorselColumns<'_>,
+        kern: &Kernels,
+        extra: Option<Predicate>,
+    ) -> Result<Selection> {
+        let extra = extra.map(|pred| {
+            let mut cols = Vec::new();
+            predicate_columns(&pred, &mut cols);
+            Step { pred, cols, cost: 0 }
+        });
+        // After the steps at most as costly as it (they are sorted by cost), and after every
+        // general expression.
+        let at = extra.as_ref().map_or(0, |e| {
+            let c = self.schema.as_ref().map_or(u8::MAX, |schema| cost(&e.pred, schema));
+            let general = self.steps.iter().rposition(|s| has_expr(&s.pred)).map_or(0, |i| i + 1);
+            general.max(self.steps.partition_point(|s| s.cost <= c))
+        });
+        let steps = self.steps[..at].iter().chain(extra.as_ref()).chain(&self.steps[at..]);
         let mut sel: Selection = None;
-        for step in &self.steps {
+        for step in steps {
             input.read(m, &step.cols, mcols)?;
             sel = match sel {
                 None => selection(&evaluate(&step.pred, &mcols.cols, len, kern)?, kern),

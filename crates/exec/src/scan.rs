@@ -26,6 +26,7 @@ use crate::prewhere::Prewhere;
 use crate::plan::{OrderLimit, Plan, ScalarExpr, ScanPlan, SortKey};
 use crate::pool::run_morsels;
 use crate::sort::{self, SortSpill};
+use crate::topn_filter::TopNFilter;
 
 /// Kept rows below which a worker's top-N buffer is not compacted.
 const MIN_COMPACT_ROWS: usize = 65_536;
@@ -86,6 +87,14 @@ fn run(
     let local = OrderLimit { order_by: order.order_by.clone(), limit: want, offset: 0 };
     let all_cols = schema.fields().len();
     let kern = settings.kernels()?;
+    // Top-N dynamic filtering on the first sort key, when it is a plain column.
+    let topn = order.order_by.first().filter(|_| sorted && settings.use_top_k_dynamic_filtering).and_then(|k| {
+        match plan.output.get(k.output) {
+            Some((_, ScalarExpr::Column(c))) => TopNFilter::new(&plan.table, *c, k.descending, k.nulls_first, want)
+                .map(|f| (f, k.output)),
+            _ => None,
+        }
+    });
     // External sort: a worker writes a sorted run once its rows pass its share.
     let spill_limit = settings
         .external_sort_bytes()
@@ -123,8 +132,13 @@ fn run(
         settings.max_threads,
         chunk_lens.len(),
         ScanWorker::default,
-        |ScanWorker { kept, kept_rows, passed, accounted, runs, runs_bytes, spill }, m| {
+        |ScanWorker { kept, kept_rows, passed, accounted, runs, runs_bytes, spill, topn_best }, m| {
             query.check_cancelled()?;
+            let m = topn.as_ref().map_or(m, |(t, _)| t.morsel(m));
+            if topn.as_ref().is_some_and(|(t, _)| t.skips(m)) {
+                input.skip();
+                return Ok(());
+            }
             if let Some(w) = want
                 && !sorted
                 && enough_before(m, w)
@@ -134,7 +148,8 @@ fn run(
             }
             let len = chunk_lens[m];
             let mut mcols = input.morsel();
-            let sel = prewhere.select(input, m, len, &mut mcols, kern)?;
+            let bound = topn.as_ref().and_then(|(t, _)| t.predicate());
+            let sel = prewhere.select_with(input, m, len, &mut mcols, kern, bound)?;
             if sel.as_ref().is_some_and(|s| s.is_empty()) {
                 passed_in[m].store(0, Ordering::Release);
                 input.skip();
@@ -178,6 +193,9 @@ fn run(
                 out.push(Arc::new(rows));
             }
             let batch = RecordBatch::try_new(schema.clone(), out)?;
+            if let Some((t, key)) = &topn {
+                t.offer(topn_best, batch.column(*key))?;
+            }
             *passed += batch.num_rows();
             *kept_rows += batch.num_rows();
             passed_in[m].store(batch.num_rows(), Ordering::Release);
@@ -309,6 +327,8 @@ struct ScanWorker {
     runs: Vec<Vec<RecordBatch>>,
     runs_bytes: usize,
     spill: SortSpill,
+    /// First sort keys of the best rows this worker kept (top-N dynamic filtering).
+    topn_best: Option<ArrayRef>,
 }
 
 /// Late materialization of `ORDER BY .. LIMIT n` and `LIMIT n` scans (ClickHouse's lazy

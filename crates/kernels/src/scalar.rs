@@ -312,7 +312,11 @@ pub fn cmp_bytes(offsets: &[i32], data: &[u8], op: CmpOp, c: &[u8], out: &mut Ve
     pack_strings(offsets, data, out, |s| match op {
         CmpOp::Eq => s == c,
         CmpOp::NotEq => s != c,
-        _ => op.holds(s.cmp(c)),
+        // The first bytes settle most orderings without a call to memcmp.
+        _ => op.holds(match (s.first(), c.first()) {
+            (Some(a), Some(b)) if a != b => a.cmp(b),
+            _ => s.cmp(c),
+        }),
     });
 }
 

@@ -884,28 +884,48 @@ impl ColumnSource for Snapshot {
         Ok(indices.iter().map(|_| it.by_ref().take(n).collect()).collect())
     }
 
-    /// The per-granule min/max of the snapshot's granules, for integer, date, timestamp
-    /// and string columns (floats: the engine's NaN/-0.0 order is not the index's).
+    /// The min/max of each morsel (granule run) of the snapshot, from its granules' index,
+    /// for integer, date, timestamp and string columns (floats: the engine's NaN/-0.0 order
+    /// is not the index's). One entry per morsel, in morsel order, so a query can skip or
+    /// order its morsels by them.
     fn min_max(&self, column: usize) -> Option<(ArrayRef, ArrayRef)> {
+        use arrow::compute::{SortOptions, concat, sort_to_indices, take};
         let dt = self.table.schema.fields().get(column)?.data_type();
         if matches!(dt, arrow::datatypes::DataType::Float32 | arrow::datatypes::DataType::Float64) {
             return None;
         }
+        if self.morsels.is_empty() {
+            let empty = arrow::array::new_empty_array(dt);
+            return Some((empty.clone(), empty));
+        }
+        // Per morsel, the position (in the concatenation of the morsels' granule entries)
+        // of the least minimum and of the greatest maximum; NULL (a granule without a
+        // non-NULL value) only where every granule of the morsel is NULL.
         let mut los = Vec::with_capacity(self.morsels.len());
         let mut his = Vec::with_capacity(self.morsels.len());
+        let (mut lo_at, mut hi_at) = (Vec::with_capacity(self.morsels.len()), Vec::with_capacity(self.morsels.len()));
+        let mut base = 0u32;
         for m in &self.morsels {
             let (lo, hi) = self.parts[m.part].1.min_max.get(column)?;
-            if lo.len() < m.g1 || hi.len() < m.g1 {
+            if lo.len() < m.g1 || hi.len() < m.g1 || m.g1 <= m.g0 {
                 return None;
             }
-            los.push(lo.slice(m.g0, m.g1 - m.g0));
-            his.push(hi.slice(m.g0, m.g1 - m.g0));
+            let (lo, hi) = (lo.slice(m.g0, m.g1 - m.g0), hi.slice(m.g0, m.g1 - m.g0));
+            let first = |a: &ArrayRef, descending: bool| {
+                let opts = SortOptions { descending, nulls_first: false };
+                sort_to_indices(a, Some(opts), Some(1)).ok().and_then(|i| i.values().first().copied())
+            };
+            lo_at.push(base + first(&lo, false)?);
+            hi_at.push(base + first(&hi, true)?);
+            base += u32::try_from(lo.len()).ok()?;
+            los.push(lo);
+            his.push(hi);
         }
-        let cat = |v: &[ArrayRef]| match v.len() {
-            0 => Some(arrow::array::new_empty_array(dt)),
-            _ => arrow::compute::concat(&v.iter().map(|a| a.as_ref()).collect::<Vec<_>>()).ok(),
+        let pick = |v: &[ArrayRef], at: Vec<u32>| {
+            let all = concat(&v.iter().map(|a| a.as_ref()).collect::<Vec<_>>()).ok()?;
+            take(&all, &arrow::array::UInt32Array::from(at), None).ok()
         };
-        Some((cat(&los)?, cat(&his)?))
+        Some((pick(&los, lo_at)?, pick(&his, hi_at)?))
     }
 
     /// Keeps granules whose min/max (and, for the leading sort-key column, the sparse
