@@ -51,6 +51,25 @@ pub trait ColumnSource: Send + Sync + std::fmt::Debug {
             .collect()
     }
 
+    /// Rows `rows` (ascending, distinct positions within morsel `morsel`) of the columns at
+    /// `indices`: per column one array of `rows.len()` values, in `rows` order. Late
+    /// materialization and PREWHERE's few-rows path fetch a few rows with it; sources that
+    /// store granules override it to decode only the blocks holding those rows. The default
+    /// reads the whole morsel ([`ColumnSource::load_morsels`]) and takes the rows.
+    ///
+    /// # Errors
+    /// As [`ColumnSource::load_columns`].
+    fn load_morsel_rows(&self, indices: &[usize], morsel: usize, rows: &[u32]) -> Result<Vec<ArrayRef>> {
+        let idx = arrow::array::UInt32Array::from(rows.to_vec());
+        self.load_morsels(indices, &[morsel])?
+            .into_iter()
+            .map(|mut c| {
+                let a = c.pop().ok_or_else(|| Error::internal(format!("morsel {morsel} not read")))?;
+                Ok(arrow::compute::take(&a, &idx, None)?)
+            })
+            .collect()
+    }
+
     /// Min/max index of column `column`: the minimum and maximum of each range of rows
     /// (granule runs), as two arrays of the column's type (NULL for a range without a
     /// non-NULL value), covering every row of the source; `None` (the default) when the
@@ -316,6 +335,49 @@ impl Table {
                 )));
             }
             out.push(chunks);
+        }
+        Ok(out)
+    }
+
+    /// Rows `rows` (ascending, distinct positions within morsel `m`) of the columns at
+    /// `indices`, one array of `rows.len()` values per column: taken from the columns in
+    /// memory, else read from a source that [reads morsels](ColumnSource::reads_morsels)
+    /// ([`ColumnSource::load_morsel_rows`]: only the blocks holding the rows) and not kept,
+    /// else loaded whole and kept like [`Table::columns`].
+    ///
+    /// # Errors
+    /// Errors of the source, or a source that broke its contract (lengths, types); an
+    /// index or row out of range is an internal error.
+    pub fn morsel_rows(&self, indices: &[usize], m: usize, rows: &[u32]) -> Result<Vec<ArrayRef>> {
+        let len = *self.chunk_lens.get(m).ok_or_else(|| Error::internal(format!("morsel {m} out of range")))?;
+        if rows.iter().any(|&r| r as usize >= len) || rows.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(Error::internal(format!("rows of morsel {m} out of range or not ascending")));
+        }
+        let idx = arrow::array::UInt32Array::from(rows.to_vec());
+        let take = |a: &ArrayRef| Ok(arrow::compute::take(a, &idx, None)?);
+        if self.source.as_ref().is_none_or(|s| !s.reads_morsels()) {
+            return self.columns(indices)?.iter().map(|c| take(&c[m])).collect();
+        }
+        let cached = self.resident_columns(indices);
+        let missing: Vec<usize> = indices.iter().zip(&cached).filter(|(_, c)| c.is_none()).map(|(&i, _)| i).collect();
+        let mut read = if missing.is_empty() {
+            Vec::new()
+        } else {
+            let source = self.source.as_ref().ok_or_else(|| Error::internal("streamed table without a source"))?;
+            source.load_morsel_rows(&missing, m, rows)?
+        }
+        .into_iter();
+        let mut out = Vec::with_capacity(indices.len());
+        for (&i, c) in indices.iter().zip(cached) {
+            let a = match c {
+                Some(c) => take(&c[m])?,
+                None => read.next().ok_or_else(|| Error::internal("column source returned a wrong column count"))?,
+            };
+            let field = self.schema.fields().get(i).ok_or_else(|| Error::internal(format!("column index {i} out of range")))?;
+            if a.len() != rows.len() || a.data_type() != field.data_type() {
+                return Err(Error::internal(format!("table {}: rows of column {} read with the wrong shape", self.name, field.name())));
+            }
+            out.push(a);
         }
         Ok(out)
     }

@@ -114,6 +114,37 @@ impl<'a> Input<'a> {
         Ok(())
     }
 
+    /// Rows `rows` (ascending) of the columns `which` of morsel `m`, one array of
+    /// `rows.len()` values per column: taken from `from` where it holds the column, else
+    /// read for those rows only ([`Table::morsel_rows`]: a streamed column decodes only the
+    /// blocks holding them) and accounted in `from`.
+    ///
+    /// # Errors
+    /// As [`Input::read`].
+    pub(crate) fn read_rows(&self, m: usize, which: &[usize], rows: &[u32], from: &mut MorselColumns<'_>) -> Result<Vec<ArrayRef>> {
+        let idx = arrow::array::UInt32Array::from(rows.to_vec());
+        let missing: Vec<usize> = which.iter().copied().filter(|&c| from.cols[c].is_none()).collect();
+        if !missing.is_empty() {
+            self.query.check_cancelled()?;
+        }
+        let mut read = if missing.is_empty() { Vec::new() } else { self.table.morsel_rows(&missing, m, rows)? }.into_iter();
+        let mut out = Vec::with_capacity(which.len());
+        for &c in which {
+            let a = match &from.cols[c] {
+                Some(a) => arrow::compute::take(a, &idx, None)?,
+                None => {
+                    let a = read.next().ok_or_else(|| Error::internal("rows read for a wrong column count"))?;
+                    let bytes = a.get_array_memory_size();
+                    self.query.grow(bytes, "reading columns")?;
+                    from.accounted += bytes;
+                    a
+                }
+            };
+            out.push(a);
+        }
+        Ok(out)
+    }
+
     /// Records that no row of a morsel passed the WHERE clause, so its other columns were
     /// not read.
     pub(crate) fn skip(&self) {

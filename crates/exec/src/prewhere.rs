@@ -13,7 +13,7 @@
 //! (an expression error) is not evaluated on rows an earlier conjunct dropped, as in
 //! ClickHouse's short-circuit evaluation.
 
-use arrow::array::{ArrayRef, UInt32Array};
+use arrow::array::ArrayRef;
 use arrow::datatypes::{DataType, Schema};
 use tessera_common::Result;
 use tessera_kernels::Kernels;
@@ -41,6 +41,9 @@ pub(crate) struct Prewhere {
     steps: Vec<Step>,
     /// The table's schema, for the cost of an extra step.
     schema: Option<Schema>,
+    /// Columns the query reads after the WHERE (sorted): a step on few rows still reads
+    /// these whole, as they will be needed anyway; the others only at those rows.
+    later: Vec<usize>,
 }
 
 /// Relative cost per row of evaluating `p` over columns of `schema`: 0 fixed-width
@@ -76,8 +79,8 @@ fn has_expr(p: &Predicate) -> bool {
 
 impl Prewhere {
     /// The steps of `filter` over a table of `schema`: its top-level conjuncts (nested ANDs
-    /// flattened), cheapest first.
-    pub(crate) fn new(filter: Option<&Predicate>, schema: &Schema) -> Self {
+    /// flattened), cheapest first. `later`: the columns the query reads after the WHERE.
+    pub(crate) fn new(filter: Option<&Predicate>, schema: &Schema, later: &[usize]) -> Self {
         fn flatten(p: &Predicate, out: &mut Vec<Predicate>) {
             match p {
                 Predicate::And(ps) => ps.iter().for_each(|p| flatten(p, out)),
@@ -101,7 +104,10 @@ impl Prewhere {
             .collect();
         // Stable: equal costs keep the written order.
         steps.sort_by_key(|s| s.cost);
-        Prewhere { steps, schema: Some(schema.clone()) }
+        let mut later = later.to_vec();
+        later.sort_unstable();
+        later.dedup();
+        Prewhere { steps, schema: Some(schema.clone()), later }
     }
 
     /// Reads the WHERE columns of morsel `m` (`len` rows) into `mcols` step by step and
@@ -149,22 +155,27 @@ impl Prewhere {
         let steps = self.steps[..at].iter().chain(extra.as_ref()).chain(&self.steps[at..]);
         let mut sel: Selection = None;
         for step in steps {
-            input.read(m, &step.cols, mcols)?;
             sel = match sel {
-                None => selection(&evaluate(&step.pred, &mcols.cols, len, kern)?, kern),
                 Some(rows) if (rows.len() as f64) < GATHER_BELOW * len as f64 => {
-                    // Few rows left: gather the step's columns at them and evaluate there.
-                    let idx = UInt32Array::from(rows.clone());
+                    // Few rows left: the step's columns at those rows only (a streamed
+                    // column decodes only the blocks holding them), evaluated there.
+                    let whole: Vec<usize> =
+                        step.cols.iter().copied().filter(|c| self.later.binary_search(c).is_ok()).collect();
+                    input.read(m, &whole, mcols)?;
                     let mut gathered: Vec<Option<ArrayRef>> = vec![None; mcols.cols.len()];
-                    for &c in &step.cols {
-                        gathered[c] = Some(arrow::compute::take(mcols.get(c)?, &idx, None)?);
+                    for (&c, a) in step.cols.iter().zip(input.read_rows(m, &step.cols, &rows, mcols)?) {
+                        gathered[c] = Some(a);
                     }
                     let bits = evaluate(&step.pred, &gathered, rows.len(), kern)?;
                     Some(rows.iter().zip(bits.iter()).filter(|(_, b)| *b).map(|(&r, _)| r).collect())
                 }
-                Some(rows) => {
+                sel => {
+                    input.read(m, &step.cols, mcols)?;
                     let bits = evaluate(&step.pred, &mcols.cols, len, kern)?;
-                    Some(rows.into_iter().filter(|&r| bits.value(r as usize)).collect())
+                    match sel {
+                        None => selection(&bits, kern),
+                        Some(rows) => Some(rows.into_iter().filter(|&r| bits.value(r as usize)).collect()),
+                    }
                 }
             };
             if sel.as_ref().is_some_and(|s| s.is_empty()) {
@@ -211,7 +222,7 @@ mod tests {
         for k in [-1, 50, 95, 200] {
             let gt = Predicate::Cmp { column: 0, op: CmpOp::Gt, value: Value::Int(k) };
             let filter = Predicate::And(vec![like.clone(), Predicate::And(vec![ne.clone(), gt.clone()])]);
-            let pw = Prewhere::new(Some(&filter), &schema);
+            let pw = Prewhere::new(Some(&filter), &schema, &[]);
             let order: Vec<&Predicate> = pw.steps.iter().map(|s| &s.pred).collect();
             assert_eq!(order, vec![&gt, &ne, &like]);
             let mut mcols = input.morsel();

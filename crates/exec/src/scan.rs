@@ -101,7 +101,6 @@ fn run(
         .filter(|_| sorted)
         .map(|b| usize::try_from(b).unwrap_or(usize::MAX) / settings.max_threads.max(1));
     // PREWHERE: the filter's columns first; the outputs only for morsels with a row left.
-    let prewhere = Prewhere::new(plan.filter.as_ref(), plan.table.schema());
     let mut output_cols: Vec<usize> = Vec::new();
     for (_, e) in &plan.output {
         match e {
@@ -111,6 +110,7 @@ fn run(
     }
     output_cols.sort_unstable();
     output_cols.dedup();
+    let prewhere = Prewhere::new(plan.filter.as_ref(), plan.table.schema(), &output_cols);
     // LIMIT without ORDER BY: rows that passed, per finished morsel (`usize::MAX` until
     // then). Morsel `m` is skipped once the finished morsels before it hold `want` rows.
     let passed_in: Vec<AtomicUsize> = (0..chunk_lens.len()).map(|_| AtomicUsize::new(usize::MAX)).collect();
@@ -399,15 +399,36 @@ pub(crate) fn execute_late(
             (m, (r - starts[m]) as usize)
         })
         .collect();
-    let mut morsels: Vec<usize> = located.iter().map(|&(m, _)| m).collect();
-    morsels.sort_unstable();
-    morsels.dedup();
-    let fetched = plan.table.morsel_columns(&wanted, &morsels)?;
+    // Per morsel holding answer rows, those rows (ascending, distinct), read for them only:
+    // from disk, just the blocks that hold them.
+    let mut by_morsel: Vec<(usize, Vec<u32>)> = Vec::new();
+    let mut order: Vec<(usize, u32)> = located.iter().map(|&(m, i)| (m, i as u32)).collect();
+    order.sort_unstable();
+    order.dedup();
+    for (m, r) in order {
+        match by_morsel.last_mut() {
+            Some((lm, rows)) if *lm == m => rows.push(r),
+            _ => by_morsel.push((m, vec![r])),
+        }
+    }
+    let mut fetched: Vec<Vec<ArrayRef>> = vec![Vec::with_capacity(by_morsel.len()); wanted.len()];
+    for (m, rows) in &by_morsel {
+        query.check_cancelled()?;
+        for (c, a) in plan.table.morsel_rows(&wanted, *m, rows)?.into_iter().enumerate() {
+            fetched[c].push(a);
+        }
+    }
     let bytes: usize = fetched.iter().flatten().map(|a| a.get_array_memory_size()).sum();
     let mut accounted = 0;
     query.resize(&mut accounted, bytes, "LIMIT late materialization")?;
-    let picks: Vec<(usize, usize)> =
-        located.iter().map(|&(m, i)| (morsels.binary_search(&m).expect("morsel listed"), i)).collect();
+    let picks: Vec<(usize, usize)> = located
+        .iter()
+        .map(|&(m, i)| {
+            let j = by_morsel.partition_point(|(lm, _)| *lm < m);
+            let k = by_morsel[j].1.binary_search(&(i as u32)).expect("row listed");
+            (j, k)
+        })
+        .collect();
     let kern = settings.kernels()?;
     let mut out = Vec::with_capacity(plan.visible);
     let mut fields = Vec::with_capacity(plan.visible);

@@ -884,6 +884,78 @@ impl ColumnSource for Snapshot {
         Ok(indices.iter().map(|_| it.by_ref().take(n).collect()).collect())
     }
 
+    /// Decodes only the blocks of morsel `morsel` that hold `rows` (whole blocks, each
+    /// once; a block holds one or more granules), columns in parallel on the rayon pool,
+    /// and takes the rows. A morsel in the decoded-block cache is taken from there.
+    fn load_morsel_rows(&self, indices: &[usize], morsel: usize, rows: &[u32]) -> Result<Vec<ArrayRef>> {
+        let mo = *self.morsels.get(morsel).ok_or_else(|| Error::internal(format!("morsel {morsel} out of range")))?;
+        let part = &self.parts[mo.part].1;
+        let first_row = mo.g0 * part.granule_rows;
+        indices
+            .par_iter()
+            .map(|&c| {
+                if rows.is_empty() {
+                    let field = self.table.schema.fields().get(c).ok_or_else(|| Error::internal("column out of range"))?;
+                    return Ok(arrow::array::new_empty_array(field.data_type()));
+                }
+                if let Some(cache) = &self.cache
+                    && let Some(a) = cache.get(&(part.uid, c as u32, mo.g0 as u32, mo.g1 as u32))
+                {
+                    return Ok(arrow::compute::take(&a, &arrow::array::UInt32Array::from(rows.to_vec()), None)?);
+                }
+                // Block runs holding the rows, merged: [g0, g1) granule ranges.
+                let mut runs: Vec<(usize, usize)> = Vec::new();
+                for &r in rows {
+                    let g = mo.g0 + r as usize / part.granule_rows;
+                    if runs.last().is_some_and(|&(_, e)| g < e) {
+                        continue;
+                    }
+                    let (b0, b1) = (part.block_start(c, g).max(mo.g0), part.block_end(c, g).min(mo.g1));
+                    match runs.last_mut() {
+                        Some((_, e)) if *e == b0 => *e = b1,
+                        _ => runs.push((b0, b1)),
+                    }
+                }
+                // Each row's position in the concatenation of the runs' rows.
+                let mut at = Vec::with_capacity(rows.len());
+                let (mut run, mut base) = (0, 0usize);
+                for &r in rows {
+                    let row = first_row + r as usize;
+                    while row >= runs[run].1 * part.granule_rows {
+                        base += (runs[run].0..runs[run].1).map(|g| part.granule_len(g)).sum::<usize>();
+                        run += 1;
+                    }
+                    let pos = base + row - runs[run].0 * part.granule_rows;
+                    at.push(u32::try_from(pos).map_err(|_| Error::internal("row position past u32"))?);
+                }
+                let mut pieces = Vec::with_capacity(runs.len());
+                for &(g0, g1) in &runs {
+                    pieces.push(part.read_granules(c, g0, g1)?);
+                    part.release(c, g0, g1);
+                }
+                // Interleave from the pieces, not a concatenation of them: no string column
+                // past 32-bit offsets, and only the taken rows copied.
+                let refs: Vec<&dyn arrow::array::Array> = pieces.iter().map(|a| a.as_ref()).collect();
+                let starts: Vec<usize> = pieces
+                    .iter()
+                    .scan(0usize, |acc, a| {
+                        let s = *acc;
+                        *acc += a.len();
+                        Some(s)
+                    })
+                    .collect();
+                let picks: Vec<(usize, usize)> = at
+                    .iter()
+                    .map(|&p| {
+                        let k = starts.partition_point(|&s| s <= p as usize) - 1;
+                        (k, p as usize - starts[k])
+                    })
+                    .collect();
+                Ok(arrow::compute::interleave(&refs, &picks)?)
+            })
+            .collect()
+    }
+
     /// The min/max of each morsel (granule run) of the snapshot, from its granules' index,
     /// for integer, date, timestamp and string columns (floats: the engine's NaN/-0.0 order
     /// is not the index's). One entry per morsel, in morsel order, so a query can skip or

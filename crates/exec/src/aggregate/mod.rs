@@ -209,14 +209,15 @@ pub(crate) fn execute(
     let keys: Vec<_> = plan.keys.iter().map(|k| (*k, plan.scalar_type(k))).collect();
     let whole = Plan::Aggregate(plan.clone());
     let used = whole.columns_used();
-    let filter_cols = whole.filter_columns();
-    let other_cols: Vec<usize> = used.iter().copied().filter(|c| filter_cols.binary_search(c).is_err()).collect();
+    // The columns read after PREWHERE: those the keys and aggregates read (PREWHERE may
+    // have read a filter column for a few rows only, see `Prewhere::select`).
+    let other_cols = Plan::Aggregate(AggregatePlan { filter: None, ..plan.clone() }).columns_used();
     let input = Input::open(table, &used, query)?;
     let has_nulls: Vec<bool> = keys.iter().map(|(k, _)| may_have_nulls(plan, &input, k)).collect();
     let (layout, specs) = choose_layout(&keys, &has_nulls, settings.group_by_force_serialized);
     let kern = settings.kernels()?;
     let reader = KeyReader { specs, kern, borrow: std::marker::PhantomData };
-    let prewhere = Prewhere::new(plan.filter.as_ref(), table.schema());
+    let prewhere = Prewhere::new(plan.filter.as_ref(), table.schema(), &other_cols);
     // ORDER BY an aggregate, then group keys only (the tie-break `with_key_tiebreak` adds):
     // ties on the aggregate compare the keys as one integer of the packed key.
     let tie = match layout {

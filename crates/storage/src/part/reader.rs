@@ -239,6 +239,16 @@ impl Part {
         self.granule_rows.min(self.rows - g * self.granule_rows)
     }
 
+    /// The first granule of column `c` stored in the block that holds granule `g`.
+    pub(crate) fn block_start(&self, c: usize, g: usize) -> usize {
+        let marks = &self.marks[c];
+        let mut start = g;
+        while start > 0 && marks[start - 1].0 == marks[g].0 {
+            start -= 1;
+        }
+        start
+    }
+
     /// The granule after the last one of column `c` stored in the block that holds granule
     /// `g` (`g < granules`): reading up to it decodes no block twice.
     pub(crate) fn block_end(&self, c: usize, g: usize) -> usize {
