@@ -447,3 +447,77 @@ fn top_k_dynamic_filtering_keeps_nulls_ties_and_order() {
     let nulls: Vec<i64> = (0..100).filter(|i| i % 5 == 0).map(|i| i as i64).collect();
     assert_eq!(i64s(&b, 0)[80..], nulls[..10]);
 }
+
+/// COUNT(DISTINCT x) beside other aggregates per group (ClickBench Q10's shape) runs as
+/// two GROUP BYs joined on the keys: every group's SUM, COUNT(*), COUNT(v), AVG, MIN and
+/// distinct count equal a naive computation, with NULL keys and values, a projection over
+/// two aggregates, HAVING on the distinct count, and ORDER BY an aggregate with ties
+/// (broken by the key) and LIMIT, for 1 and 3 threads and the forced two-level path.
+#[test]
+fn count_distinct_beside_other_aggregates_equals_a_naive_computation() {
+    use std::collections::{BTreeMap, BTreeSet};
+    let db = Database::new();
+    let n = 80_000usize;
+    let key = |i: usize| (i % 19 != 7).then_some(((i * 13) % 41) as i16);
+    let val = |i: usize| (i % 10 != 3).then_some(((i * 7919) % 2_003) as i64);
+    let w = |i: usize| ((i * 31) % 1_000) as i32;
+    let k: ArrayRef = Arc::new(Int16Array::from_iter((0..n).map(key)));
+    let v: ArrayRef = Arc::new(Int64Array::from_iter((0..n).map(val)));
+    let wc: ArrayRef = Arc::new(Int32Array::from_iter_values((0..n).map(w)));
+    register(&db, "t", vec![("k", k), ("v", v), ("w", wc)], 4_096);
+    #[derive(Default)]
+    struct G {
+        sum_w: i64,
+        rows: i64,
+        vals: i64,
+        min_v: Option<i64>,
+        set: BTreeSet<i64>,
+    }
+    let mut groups: BTreeMap<Option<i16>, G> = BTreeMap::new();
+    for i in (0..n).filter(|&i| w(i) >= 100) {
+        let g = groups.entry(key(i)).or_default();
+        g.sum_w += w(i) as i64;
+        g.rows += 1;
+        if let Some(x) = val(i) {
+            g.vals += 1;
+            g.min_v = Some(g.min_v.map_or(x, |m| m.min(x)));
+            g.set.insert(x);
+        }
+    }
+    let text = |k: &Option<i16>| k.map_or("NULL".to_string(), |k| k.to_string());
+    for settings in ["max_threads = 1", "max_threads = 3", "max_threads = 2, group_by_two_level_threshold = 0"] {
+        let sql = format!(
+            "SELECT k, SUM(w) AS s, COUNT(*) AS c, COUNT(v) AS cv, AVG(w) AS a, MIN(v) AS m, COUNT(DISTINCT v) AS u, \
+             COUNT(DISTINCT v) + COUNT(*) AS uc FROM t WHERE w >= 100 GROUP BY k ORDER BY k SETTINGS {settings}"
+        );
+        let b = one(&db, &sql);
+        let mut order: Vec<&Option<i16>> = groups.keys().collect();
+        order.rotate_left(1); // NULLS LAST
+        assert_eq!(strs(&b, 0), order.iter().map(|k| text(k)).collect::<Vec<_>>(), "{sql}");
+        let g = |f: &dyn Fn(&G) -> String| order.iter().map(|k| f(&groups[*k])).collect::<Vec<_>>();
+        assert_eq!(strs(&b, 1), g(&|g| g.sum_w.to_string()), "{sql}");
+        assert_eq!(strs(&b, 2), g(&|g| g.rows.to_string()), "{sql}");
+        assert_eq!(strs(&b, 3), g(&|g| g.vals.to_string()), "{sql}");
+        let avg = f64s(&b, 4);
+        for (a, k) in avg.iter().zip(&order) {
+            let gr = &groups[*k];
+            assert!((a - gr.sum_w as f64 / gr.rows as f64).abs() < 1e-9, "{sql}: AVG of {k:?}");
+        }
+        assert_eq!(strs(&b, 5), g(&|g| g.min_v.map_or("NULL".into(), |m| m.to_string())), "{sql}");
+        assert_eq!(strs(&b, 6), g(&|g| g.set.len().to_string()), "{sql}");
+        assert_eq!(strs(&b, 7), g(&|g| (g.set.len() as i64 + g.rows).to_string()), "{sql}");
+        // HAVING on the distinct count, top-N on COUNT(*) with ties broken by the key.
+        let sql = format!(
+            "SELECT k, COUNT(*) AS c, COUNT(DISTINCT v) AS u FROM t WHERE w >= 100 GROUP BY k \
+             HAVING COUNT(DISTINCT v) > 40 ORDER BY c DESC LIMIT 5 SETTINGS {settings}"
+        );
+        let b = one(&db, &sql);
+        let mut want: Vec<(i64, Option<i16>, usize)> =
+            groups.iter().filter(|(_, g)| g.set.len() > 40).map(|(k, g)| (-g.rows, *k, g.set.len())).collect();
+        want.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.is_none().cmp(&b.1.is_none())).then(a.1.cmp(&b.1)));
+        want.truncate(5);
+        assert_eq!(strs(&b, 0), want.iter().map(|w| text(&w.1)).collect::<Vec<_>>(), "{sql}");
+        assert_eq!(i64s(&b, 1), want.iter().map(|w| -w.0).collect::<Vec<_>>(), "{sql}");
+        assert_eq!(i64s(&b, 2), want.iter().map(|w| w.2 as i64).collect::<Vec<_>>(), "{sql}");
+    }
+}

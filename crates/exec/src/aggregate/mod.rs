@@ -53,7 +53,7 @@ use tessera_kernels::Kernels;
 use kept::eval_kept;
 pub(crate) use output::order_and_limit;
 use output::{apply_having, emit, output_schema, select_groups};
-use rewrite::{distinct_as_groups, distinct_per_group, from_metadata};
+use rewrite::{distinct_as_groups, distinct_beside_others, distinct_per_group, from_metadata};
 
 /// Bytes of streamed morsels a worker keeps for the string keys of its scattered rows
 /// before it flushes them into its per-partition tables ([`Partial::flush`]): 256 MiB, or
@@ -201,6 +201,9 @@ pub(crate) fn execute(
         return Ok((vec![batch], profile));
     }
     if let Some(answer) = distinct_per_group(plan, settings, pool, query)? {
+        return Ok(answer);
+    }
+    if let Some(answer) = distinct_beside_others(plan, settings, pool, query)? {
         return Ok(answer);
     }
     let first_keys = first_keys_wanted(plan, settings);

@@ -1,10 +1,12 @@
 //! Aggregations answered another way than by the hash GROUP BY of `run`: from the
 //! table's metadata, or COUNT(DISTINCT) rewritten as a GROUP BY of the distinct values.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema};
+use arrow::row::{RowConverter, SortField};
 use tessera_common::{Error, Result, Settings};
 
 use super::execute;
@@ -13,7 +15,7 @@ use crate::Profile;
 use crate::accum::Accumulator;
 use crate::context::QueryContext;
 use crate::expr::evaluate as evaluate_expr;
-use crate::plan::{AggFunc, AggOutput, AggregatePlan, OrderLimit, ScalarExpr};
+use crate::plan::{AggExpr, AggFunc, AggOutput, AggregatePlan, OrderLimit, ScalarExpr};
 
 /// `SELECT COUNT(*), MIN(c), MAX(c) .. FROM t` with no WHERE and no GROUP BY, answered
 /// from the table's metadata: the row count from part row counts (Parquet footers), MIN and
@@ -136,7 +138,7 @@ pub(super) fn distinct_per_group(
         filter: None,
         keys: (0..nk).map(ScalarExpr::Column).collect(),
         computed: Vec::new(),
-        aggs: plan.aggs.iter().map(|_| crate::plan::AggExpr { func: AggFunc::Count, input: Some(ScalarExpr::Column(nk)) }).collect(),
+        aggs: plan.aggs.iter().map(|_| AggExpr { func: AggFunc::Count, input: Some(ScalarExpr::Column(nk)) }).collect(),
         projections: plan.projections.clone(),
         having: plan.having.clone(),
         output: plan.output.clone(),
@@ -147,21 +149,105 @@ pub(super) fn distinct_per_group(
     Ok(Some((out, Profile { layout: inner.layout, rows_in: inner.rows_in, ..profile })))
 }
 
+/// `SELECT keys, COUNT(DISTINCT x) [, ..], other aggregates .. GROUP BY keys ..` (ClickBench
+/// Q10: SUM, COUNT, AVG beside the distinct count): the other aggregates run as their own
+/// GROUP BY (no set per group), the distinct counts as [`distinct_per_group`]'s GROUP BY of
+/// (keys, x) pairs, and the two answers are joined on the keys (both have every group of
+/// the filtered rows) before projections, HAVING and ORDER BY / LIMIT. Two scans of the
+/// table instead of one, each without a hash set per group: the sets are what made Q10
+/// slow. Same shapes as [`distinct_per_group`] (fixed-width keys and `x`); `None` otherwise.
+pub(super) fn distinct_beside_others(
+    plan: &AggregatePlan,
+    settings: &Settings,
+    pool: &rayon::ThreadPool,
+    query: &QueryContext,
+) -> Result<Option<(Vec<RecordBatch>, Profile)>> {
+    let is_distinct = |a: &AggExpr| a.func == AggFunc::CountDistinct;
+    let Some(x) = plan.aggs.iter().find(|a| is_distinct(a)).and_then(|a| a.input) else { return Ok(None) };
+    // GROUP BY .. LIMIT without ORDER BY keeps the first keys in table order
+    // (`optimize_trivial_group_by_limit_query`): the plain path does that.
+    if plan.keys.is_empty()
+        || (plan.order.order_by.is_empty() && plan.order.limit.is_some())
+        || plan.aggs.iter().all(is_distinct)
+        || plan.aggs.iter().any(|a| is_distinct(a) && a.input != Some(x))
+    {
+        return Ok(None);
+    }
+    let string = |e: &ScalarExpr| matches!(plan.scalar_type(e), DataType::Utf8 | DataType::Binary);
+    if plan.keys.iter().chain([&x]).any(string) {
+        return Ok(None);
+    }
+    let plan = &super::with_key_tiebreak(plan);
+    let nk = plan.keys.len();
+    let keys_out = || (0..nk).map(|i| (format!("k{i}"), AggOutput::Key(i)));
+    let others: Vec<usize> = (0..plan.aggs.len()).filter(|&j| !is_distinct(&plan.aggs[j])).collect();
+    let bare = |aggs: Vec<AggExpr>| {
+        let n = aggs.len();
+        AggregatePlan {
+            output: keys_out().chain((0..n).map(|j| (format!("a{j}"), AggOutput::Agg(j)))).collect(),
+            visible: nk + n,
+            aggs,
+            projections: Vec::new(),
+            having: None,
+            order: OrderLimit::default(),
+            ..plan.clone()
+        }
+    };
+    let counts_plan = bare(vec![AggExpr { func: AggFunc::CountDistinct, input: Some(x) }]);
+    let Some((counts, profile)) = distinct_per_group(&counts_plan, settings, pool, query)? else { return Ok(None) };
+    let (main, main_profile) = execute(&bare(others.iter().map(|&j| plan.aggs[j].clone()).collect()), settings, pool, query)?;
+    let (Some(main_schema), Some(counts_schema)) = (main.first().map(|b| b.schema()), counts.first().map(|b| b.schema())) else {
+        return Err(Error::internal("an aggregation answered without a batch"));
+    };
+    let main = arrow::compute::concat_batches(&main_schema, &main)?;
+    let counts = arrow::compute::concat_batches(&counts_schema, &counts)?;
+    // Join: each group of `main` finds its distinct count by its key row (NULL keys equal).
+    let fields: Vec<SortField> = main.columns()[..nk].iter().map(|c| SortField::new(c.data_type().clone())).collect();
+    let conv = RowConverter::new(fields)?;
+    let count_keys = conv.convert_columns(&counts.columns()[..nk])?;
+    let main_keys = conv.convert_columns(&main.columns()[..nk])?;
+    let at: HashMap<&[u8], usize> = (0..count_keys.num_rows()).map(|r| (count_keys.row(r).data(), r)).collect();
+    let picks = (0..main_keys.num_rows())
+        .map(|r| at.get(main_keys.row(r).data()).map(|&i| i as u32))
+        .collect::<Option<Vec<u32>>>()
+        .ok_or_else(|| Error::internal("a group without its distinct count"))?;
+    let distinct = arrow::compute::take(counts.column(nk), &arrow::array::UInt32Array::from(picks), None)?;
+    let values: Vec<ArrayRef> = (0..plan.aggs.len())
+        .map(|j| match others.binary_search(&j) {
+            Ok(k) => main.column(nk + k).clone(),
+            Err(_) => distinct.clone(),
+        })
+        .collect();
+    let out = groups_output(plan, &main.columns()[..nk], &values, main.num_rows())?;
+    Ok(Some((vec![out], Profile { groups: main.num_rows(), rows_in: main_profile.rows_in, ..profile })))
+}
+
 /// The answer of a key-less aggregation from its aggregates' values (`values[j]` one row,
 /// aggregate `j`): output columns, projections, HAVING, ORDER BY / LIMIT.
 fn one_group_output(plan: &AggregatePlan, values: &[ArrayRef]) -> Result<RecordBatch> {
+    if !plan.keys.is_empty() {
+        return Err(Error::internal("group key without GROUP BY"));
+    }
+    groups_output(plan, &[], values, 1)
+}
+
+/// The answer of an aggregation from its groups: `keys[i]` the values of key `i` and
+/// `values[j]` those of aggregate `j`, `rows` groups; output columns, projections, HAVING,
+/// ORDER BY / LIMIT (ties as the plan's order leaves them: callers break them by the keys
+/// first, see `with_key_tiebreak`).
+fn groups_output(plan: &AggregatePlan, keys: &[ArrayRef], values: &[ArrayRef], rows: usize) -> Result<RecordBatch> {
     let mut cols: Vec<Option<ArrayRef>> = Vec::with_capacity(plan.output.len());
     for (_, o) in &plan.output {
         cols.push(match o {
-            AggOutput::Agg(j) => Some(values[*j].clone()),
+            AggOutput::Agg(j) => Some(values.get(*j).ok_or_else(|| Error::internal("aggregate out of range"))?.clone()),
+            AggOutput::Key(i) => Some(keys.get(*i).ok_or_else(|| Error::internal("group key without GROUP BY"))?.clone()),
             AggOutput::Expr(_) => None,
-            AggOutput::Key(_) => return Err(Error::internal("group key without GROUP BY")),
         });
     }
     let base = cols.clone();
     for (c, (_, o)) in cols.iter_mut().zip(&plan.output) {
         if let AggOutput::Expr(p) = o {
-            *c = Some(evaluate_expr(&plan.projections[*p], &base, 1)?);
+            *c = Some(evaluate_expr(&plan.projections[*p], &base, rows)?);
         }
     }
     let cols: Vec<ArrayRef> = cols.into_iter().map(|c| c.expect("every output computed")).collect();
