@@ -442,6 +442,17 @@ fn top_k_dynamic_filtering_keeps_nulls_ties_and_order() {
     let b = one(&db, "SELECT a, r FROM t ORDER BY a LIMIT 1000");
     assert_eq!(i64s(&b, 0), want[..1000].iter().map(|&(v, _)| v).collect::<Vec<_>>());
     assert_eq!(i64s(&b, 1), want[..1000].iter().map(|&(_, i)| i as i64).collect::<Vec<_>>());
+    // An expression that fails on a row the bound would drop (a late row with a large
+    // key) fails the query whatever the scheduling: no dynamic filtering then.
+    let b: ArrayRef = Arc::new(Int64Array::from_iter_values((0..n).map(|i| if i == n - 3 { 0 } else { 1 + (i % 3) as i64 })));
+    let k: ArrayRef = Arc::new(Int64Array::from_iter_values((0..n).map(|i| i as i64)));
+    register(&db, "e", vec![("k", k), ("b", b)], 1_024);
+    for threads in [1, 2, 3] {
+        for q in ["SELECT intDiv(k, b) AS x, k FROM e ORDER BY k LIMIT 10", "SELECT k FROM e WHERE intDiv(k, b) >= 0 ORDER BY k LIMIT 10"] {
+            let sql = format!("{q} SETTINGS max_threads = {threads}");
+            assert!(db.sql(&sql).is_err(), "{sql}: the division by zero of row {} must fail the query", n - 3);
+        }
+    }
     // A LIMIT past the non-NULL keys: the NULL rows follow, in table order.
     let b = one(&db, "SELECT r FROM t WHERE r < 100 ORDER BY a LIMIT 90");
     let nulls: Vec<i64> = (0..100).filter(|i| i % 5 == 0).map(|i| i as i64).collect();

@@ -52,11 +52,12 @@ pub struct Settings {
     /// `use_top_k_dynamic_filtering`, DuckDB's dynamic filters from a TopN): once a worker
     /// holds `n + OFFSET` rows, the first sort key of its last one bounds every later row
     /// (`col <= bound`, `>=` descending) and is shared with the other workers; the bound runs
-    /// as the first PREWHERE step, so the other conditions and columns are read only for rows
-    /// that can still enter the answer, and a morsel whose min/max index lies past the bound
-    /// is not read at all (morsels with an index are visited from the best minimum on).
-    /// Applies to integer, date, timestamp and string keys with NULLS LAST, for `n + OFFSET`
-    /// up to 1,000 rows. Default on; `0` scans as before (same answers).
+    /// as a PREWHERE step placed by cost, so the costlier conditions and the output columns
+    /// are read only for rows that can still enter the answer, and a morsel whose min/max
+    /// index lies past the bound is not read at all (morsels with an index are visited from
+    /// the best minimum on). Applies to integer, date, timestamp and string keys with NULLS
+    /// LAST, for `n + OFFSET` up to 1,000 rows, when neither the WHERE nor an output is a
+    /// general expression. Default on; `0` scans as before (same answers).
     pub use_top_k_dynamic_filtering: bool,
     /// Bytes of GROUP BY state a query may hold before it writes partitions to temporary
     /// files (ClickHouse's `max_bytes_before_external_group_by`; external GROUP BY). `0`

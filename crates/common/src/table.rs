@@ -80,6 +80,16 @@ pub trait ColumnSource: Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// Min/max index of column `column` at the granularity of the source's chunks (the
+    /// table's morsels): entry `i` bounds every value of chunk `i` (NULL when the chunk has
+    /// no non-NULL value), in chunk order, one entry per chunk. `None` (the default) when the
+    /// source cannot give it (a Parquet row group may hold several chunks, and an empty one
+    /// none). Queries use it to skip or order morsels (top-N dynamic filtering); same type
+    /// rules as [`ColumnSource::min_max`].
+    fn morsel_min_max(&self, _column: usize) -> Option<(ArrayRef, ArrayRef)> {
+        None
+    }
+
     /// Granule skipping hook: given conditions every row of the answer satisfies (a
     /// conjunction of [`ColumnRange`]s from the WHERE clause), a source that keeps per-range
     /// statistics (min/max, a sparse primary index) may return a narrower source holding
@@ -275,6 +285,15 @@ impl Table {
         let (lo, hi) = self.source.as_ref()?.min_max(c)?;
         let dt = self.schema.fields().get(c)?.data_type();
         (lo.data_type() == dt && hi.data_type() == dt && lo.len() == hi.len()).then_some((lo, hi))
+    }
+
+    /// The per-morsel min/max index of column `c` ([`ColumnSource::morsel_min_max`]): one
+    /// entry per chunk of [`Table::chunk_lens`]; `None` without one.
+    pub fn morsel_min_max(&self, c: usize) -> Option<(ArrayRef, ArrayRef)> {
+        let (lo, hi) = self.source.as_ref()?.morsel_min_max(c)?;
+        let dt = self.schema.fields().get(c)?.data_type();
+        let n = self.chunk_lens.len();
+        (lo.data_type() == dt && hi.data_type() == dt && lo.len() == n && hi.len() == n).then_some((lo, hi))
     }
 
     /// The columns at `indices` that are in memory now (`None` for the others); reads

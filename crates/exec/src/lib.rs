@@ -46,15 +46,18 @@ pub struct Profile {
     pub groups: usize,
     /// Whether the final phase ran over radix partitions.
     pub two_level: bool,
-    /// Rows that passed the filter.
+    /// Rows that passed the filter (for a top-N scan, those that also passed the running
+    /// bound of `use_top_k_dynamic_filtering`, which depends on the scheduling).
     pub rows_in: usize,
     /// Bytes of the final hash tables (keys, hashes, slots, states), summed; the final
     /// phase holds only the partitions in flight at a time, not all of them.
     pub hash_table_bytes: usize,
     /// The most bytes the query's accounted buffers held at once (see [`QueryContext`]).
     pub peak_memory_bytes: usize,
-    /// Morsels whose WHERE columns were read and no row passed, so the query's other
-    /// columns were not read for them (PREWHERE).
+    /// Morsels none of whose rows could be in the answer, so the query's other columns were
+    /// not read for them: no row passed the WHERE (PREWHERE), or the top-N bound of
+    /// `use_top_k_dynamic_filtering` excluded them (by their min/max index, unread, or
+    /// after reading its key column).
     pub morsels_skipped: usize,
     /// Times a GROUP BY worker aggregated its scattered rows early to release the streamed
     /// morsels their string keys borrowed (see `aggregate::scatter_retained_bytes`).
@@ -67,6 +70,25 @@ pub struct Profile {
     pub spilled_runs: usize,
     /// See [`Profile::spills`].
     pub spilled_bytes: u64,
+}
+
+impl Profile {
+    /// The profile of a query answered by this one's work and `other`'s (two aggregations
+    /// joined): counts and bytes added, the peak the larger; layout, groups and rows this
+    /// one's.
+    pub(crate) fn and(self, other: &Profile) -> Profile {
+        Profile {
+            two_level: self.two_level || other.two_level,
+            hash_table_bytes: self.hash_table_bytes + other.hash_table_bytes,
+            peak_memory_bytes: self.peak_memory_bytes.max(other.peak_memory_bytes),
+            morsels_skipped: self.morsels_skipped + other.morsels_skipped,
+            partial_flushes: self.partial_flushes + other.partial_flushes,
+            spills: self.spills + other.spills,
+            spilled_runs: self.spilled_runs + other.spilled_runs,
+            spilled_bytes: self.spilled_bytes + other.spilled_bytes,
+            ..self
+        }
+    }
 }
 
 /// Runs `plan` with `settings` on a pool from `pools`; returns the answer as one batch.

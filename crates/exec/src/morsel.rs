@@ -145,8 +145,8 @@ impl<'a> Input<'a> {
         Ok(out)
     }
 
-    /// Records that no row of a morsel passed the WHERE clause, so its other columns were
-    /// not read.
+    /// Records that no row of a morsel could be in the answer (none passed the WHERE, or
+    /// the top-N bound excluded it, read or not), so its other columns were not read.
     pub(crate) fn skip(&self) {
         self.skipped.fetch_add(1, Ordering::Relaxed);
     }

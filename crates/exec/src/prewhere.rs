@@ -68,7 +68,7 @@ fn cost(p: &Predicate, schema: &Schema) -> u8 {
 }
 
 /// Whether `p` holds a general expression (which may fail on a row).
-fn has_expr(p: &Predicate) -> bool {
+pub(crate) fn has_expr(p: &Predicate) -> bool {
     match p {
         Predicate::Expr(_) => true,
         Predicate::Not(p) => has_expr(p),
@@ -128,9 +128,9 @@ impl Prewhere {
     }
 
     /// As [`Prewhere::select`], with one more condition `extra` that every kept row must
-    /// meet too (a top-N bound, see [`crate::topn_filter`]): evaluated first, or after the
-    /// general expressions when the WHERE has some, so that whether a row's expression is
-    /// evaluated (and may fail) does not depend on it.
+    /// meet too (a top-N bound, see [`crate::topn_filter`]): evaluated after the steps of at
+    /// most its cost and after the general expressions when the WHERE has some, so that
+    /// whether a row's expression is evaluated (and may fail) does not depend on it.
     pub(crate) fn select_with(
         &self,
         input: &Input<'_>,

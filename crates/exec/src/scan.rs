@@ -87,8 +87,11 @@ fn run(
     let local = OrderLimit { order_by: order.order_by.clone(), limit: want, offset: 0 };
     let all_cols = schema.fields().len();
     let kern = settings.kernels()?;
-    // Top-N dynamic filtering on the first sort key, when it is a plain column.
-    let topn = order.order_by.first().filter(|_| sorted && settings.use_top_k_dynamic_filtering).and_then(|k| {
+    // Top-N dynamic filtering on the first sort key, when it is a plain column and no
+    // expression could fail on the rows it drops (see crate::topn_filter).
+    let general = plan.filter.as_ref().is_some_and(crate::prewhere::has_expr)
+        || plan.output.iter().any(|(_, e)| matches!(e, ScalarExpr::Computed(_)));
+    let topn = order.order_by.first().filter(|_| sorted && !general && settings.use_top_k_dynamic_filtering).and_then(|k| {
         match plan.output.get(k.output) {
             Some((_, ScalarExpr::Column(c))) => TopNFilter::new(&plan.table, *c, k.descending, k.nulls_first, want)
                 .map(|f| (f, k.output)),
@@ -411,10 +414,22 @@ pub(crate) fn execute_late(
             _ => by_morsel.push((m, vec![r])),
         }
     }
+    // Morsels in parallel (each reads its columns in parallel too, from disk).
+    let per_morsel: Vec<Vec<ArrayRef>> = {
+        use rayon::prelude::*;
+        pool.install(|| {
+            by_morsel
+                .par_iter()
+                .map(|(m, rows)| {
+                    query.check_cancelled()?;
+                    plan.table.morsel_rows(&wanted, *m, rows)
+                })
+                .collect::<Result<_>>()
+        })?
+    };
     let mut fetched: Vec<Vec<ArrayRef>> = vec![Vec::with_capacity(by_morsel.len()); wanted.len()];
-    for (m, rows) in &by_morsel {
-        query.check_cancelled()?;
-        for (c, a) in plan.table.morsel_rows(&wanted, *m, rows)?.into_iter().enumerate() {
+    for arrays in per_morsel {
+        for (c, a) in arrays.into_iter().enumerate() {
             fetched[c].push(a);
         }
     }
@@ -471,7 +486,7 @@ fn chunk_starts(chunk_lens: &[usize]) -> Vec<u64> {
 /// The value of `e` for rows whose column `e.column()` is `arr`.
 fn project(e: &ScalarExpr, arr: ArrayRef, kern: &Kernels) -> ArrayRef {
     match e {
-        // The planner gives scans no computed outputs.
+        // Computed outputs are evaluated by the caller, never projected from one column.
         ScalarExpr::Column(_) | ScalarExpr::Computed(_) => arr,
         ScalarExpr::Minute(_) => {
             let mut mins = Vec::new();

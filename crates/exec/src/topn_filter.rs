@@ -9,13 +9,18 @@
 //! the first keys of its best `want` rows ([`TopNFilter::offer`]) and publishes the last
 //! one; the tightest bound of all workers is shared. A morsel then
 //!
-//! - is not read at all when its min/max index (a source's per-morsel statistics, e.g. the
-//!   granules of a part) lies wholly past the bound ([`TopNFilter::skips`]), and morsels
-//!   with an index are visited best minimum first, so the bound tightens early;
-//! - else runs `col <= b` (`>=` descending) as its first PREWHERE step
-//!   ([`TopNFilter::predicate`]): the WHERE's own conditions (a LIKE over URLs in ClickBench
-//!   Q24) and the output columns are then read and evaluated only on the rows that can still
-//!   enter the answer.
+//! - is not read at all when its min/max index (a source's per-morsel statistics,
+//!   `ColumnSource::morsel_min_max`: the granules of a part) lies wholly past the bound
+//!   ([`TopNFilter::skips`]), and morsels with an index are visited best minimum first, so
+//!   the bound tightens early;
+//! - else runs `col <= b` (`>=` descending) as a PREWHERE step ([`TopNFilter::predicate`])
+//!   placed by cost among the WHERE's conditions (before a LIKE over URLs in ClickBench Q24,
+//!   after a cheaper emptiness test in Q26), so the more costly conditions and the output
+//!   columns are read and evaluated only on the rows that can still enter the answer.
+//!
+//! Not used when the WHERE holds a general expression or an output is computed: an
+//! expression that fails on some row (`intDiv` by zero) would then fail or not depending on
+//! when the bound arrived, i.e. on the scheduling.
 //!
 //! The bound is inclusive (a row equal to it may still win on a later key or its row
 //! position), NULL keys never pass it (NULLS LAST: they rank after every bound), and the
@@ -66,7 +71,7 @@ impl TopNFilter {
             return None;
         }
         let morsels = table.chunk_lens().len();
-        let index = table.min_max(column).filter(|(lo, _)| lo.len() == morsels);
+        let index = table.morsel_min_max(column);
         let order = match &index {
             Some((lo, hi)) => {
                 let (first, opts) = if descending { (hi, SortOptions { descending: true, nulls_first: false }) } else { (lo, SortOptions { descending: false, nulls_first: false }) };

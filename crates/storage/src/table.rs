@@ -956,11 +956,16 @@ impl ColumnSource for Snapshot {
             .collect()
     }
 
+    /// The min/max of each morsel (granule run) of the snapshot ([`Snapshot::morsel_min_max`]).
+    fn min_max(&self, column: usize) -> Option<(ArrayRef, ArrayRef)> {
+        self.morsel_min_max(column)
+    }
+
     /// The min/max of each morsel (granule run) of the snapshot, from its granules' index,
     /// for integer, date, timestamp and string columns (floats: the engine's NaN/-0.0 order
     /// is not the index's). One entry per morsel, in morsel order, so a query can skip or
     /// order its morsels by them.
-    fn min_max(&self, column: usize) -> Option<(ArrayRef, ArrayRef)> {
+    fn morsel_min_max(&self, column: usize) -> Option<(ArrayRef, ArrayRef)> {
         use arrow::compute::{SortOptions, concat, sort_to_indices, take};
         let dt = self.table.schema.fields().get(column)?.data_type();
         if matches!(dt, arrow::datatypes::DataType::Float32 | arrow::datatypes::DataType::Float64) {

@@ -19,7 +19,7 @@ use crate::plan::{AggExpr, AggFunc, AggOutput, AggregatePlan, OrderLimit, Scalar
 
 /// `SELECT COUNT(*), MIN(c), MAX(c) .. FROM t` with no WHERE and no GROUP BY, answered
 /// from the table's metadata: the row count from part row counts (Parquet footers), MIN and
-/// MAX from the min/max index (the minimum of the per-granule minimums, through the same
+/// MAX from the min/max index (the minimum of the per-range minimums, through the same
 /// accumulator as the rows would go: one NULL handling and order). No column is read.
 /// `None` when an aggregate needs the rows.
 pub(super) fn from_metadata(plan: &AggregatePlan) -> Result<Option<(RecordBatch, Profile)>> {
@@ -34,9 +34,9 @@ pub(super) fn from_metadata(plan: &AggregatePlan) -> Result<Option<(RecordBatch,
             (AggFunc::Min | AggFunc::Max, Some(ScalarExpr::Column(c))) => {
                 let Some((lo, hi)) = plan.table.min_max(c) else { return Ok(None) };
                 let Ok(mut acc) = Accumulator::new(a, Some(lo.data_type().clone())) else { return Ok(None) };
-                let per_granule = if a.func == AggFunc::Min { lo } else { hi };
+                let per_range = if a.func == AggFunc::Min { lo } else { hi };
                 acc.resize(1);
-                acc.update(&vec![0; per_granule.len()], Some(&per_granule), None)?;
+                acc.update(&vec![0; per_range.len()], Some(&per_range), None)?;
                 acc.emit(&[0])?
             }
             _ => return Ok(None),
@@ -195,17 +195,48 @@ pub(super) fn distinct_beside_others(
     };
     let counts_plan = bare(vec![AggExpr { func: AggFunc::CountDistinct, input: Some(x) }]);
     let Some((counts, profile)) = distinct_per_group(&counts_plan, settings, pool, query)? else { return Ok(None) };
-    let (main, main_profile) = execute(&bare(others.iter().map(|&j| plan.aggs[j].clone()).collect()), settings, pool, query)?;
+    // The counts are held while the other aggregates run, and both answers, their key rows
+    // and the join's map while they are joined: all of it is the query's memory.
+    let batch_bytes = |b: &[RecordBatch]| b.iter().map(RecordBatch::get_array_memory_size).sum::<usize>();
+    let mut accounted = 0;
+    query.resize(&mut accounted, batch_bytes(&counts), "COUNT(DISTINCT) per group")?;
+    let joined = (|| {
+        let (main, main_profile) =
+            execute(&bare(others.iter().map(|&j| plan.aggs[j].clone()).collect()), settings, pool, query)?;
+        query.resize(&mut accounted, 2 * (batch_bytes(&counts) + batch_bytes(&main)), "COUNT(DISTINCT) per group")?;
+        let out = join_counts(plan, &others, &main, &counts, nk, query, &mut accounted)?;
+        Ok::<_, Error>((out, main_profile))
+    })();
+    query.shrink(accounted);
+    let ((out, groups), main_profile) = joined?;
+    let profile = Profile { groups, rows_in: main_profile.rows_in, ..main_profile }.and(&profile);
+    Ok(Some((vec![out], profile)))
+}
+
+/// The answer of [`distinct_beside_others`] from the other aggregates' groups (`main`:
+/// keys, then the aggregates `others` in order) and the distinct counts (`counts`: keys,
+/// then the count), joined on the keys; and the number of groups.
+fn join_counts(
+    plan: &AggregatePlan,
+    others: &[usize],
+    main: &[RecordBatch],
+    counts: &[RecordBatch],
+    nk: usize,
+    query: &QueryContext,
+    accounted: &mut usize,
+) -> Result<(RecordBatch, usize)> {
     let (Some(main_schema), Some(counts_schema)) = (main.first().map(|b| b.schema()), counts.first().map(|b| b.schema())) else {
         return Err(Error::internal("an aggregation answered without a batch"));
     };
-    let main = arrow::compute::concat_batches(&main_schema, &main)?;
-    let counts = arrow::compute::concat_batches(&counts_schema, &counts)?;
+    let main = arrow::compute::concat_batches(&main_schema, main)?;
+    let counts = arrow::compute::concat_batches(&counts_schema, counts)?;
     // Join: each group of `main` finds its distinct count by its key row (NULL keys equal).
     let fields: Vec<SortField> = main.columns()[..nk].iter().map(|c| SortField::new(c.data_type().clone())).collect();
     let conv = RowConverter::new(fields)?;
     let count_keys = conv.convert_columns(&counts.columns()[..nk])?;
     let main_keys = conv.convert_columns(&main.columns()[..nk])?;
+    let rows_bytes = count_keys.size() + main_keys.size() + count_keys.num_rows() * 32;
+    query.resize(accounted, *accounted + rows_bytes, "COUNT(DISTINCT) per group")?;
     let at: HashMap<&[u8], usize> = (0..count_keys.num_rows()).map(|r| (count_keys.row(r).data(), r)).collect();
     let picks = (0..main_keys.num_rows())
         .map(|r| at.get(main_keys.row(r).data()).map(|&i| i as u32))
@@ -219,7 +250,7 @@ pub(super) fn distinct_beside_others(
         })
         .collect();
     let out = groups_output(plan, &main.columns()[..nk], &values, main.num_rows())?;
-    Ok(Some((vec![out], Profile { groups: main.num_rows(), rows_in: main_profile.rows_in, ..profile })))
+    Ok((out, main.num_rows()))
 }
 
 /// The answer of a key-less aggregation from its aggregates' values (`values[j]` one row,
