@@ -176,6 +176,12 @@ fn global_count_distinct_skips_nulls() {
         assert_eq!(count(&db, &q("SELECT COUNT(DISTINCT v) FROM n WHERE v > 500")), dv_where);
         assert_eq!(count(&db, &q("SELECT COUNT(DISTINCT v % 13) FROM n")), dmod);
         assert_eq!(count(&db, &q("SELECT COUNT(DISTINCT s) FROM n WHERE v < 0")), 0);
+        // Strings are counted by their 128-bit hashes: many values, NULLs, empty strings
+        // (v % 13 = 0 gives ''), a selection.
+        assert_eq!(count(&db, &q("SELECT COUNT(DISTINCT toString(v)) FROM n")), dv);
+        assert_eq!(count(&db, &q("SELECT COUNT(DISTINCT toString(v)) FROM n WHERE v > 500")), dv_where);
+        let with_empty = "SELECT COUNT(DISTINCT CASE WHEN v % 13 = 0 THEN '' ELSE toString(v % 13) END) FROM n";
+        assert_eq!(count(&db, &q(with_empty)), dmod);
         let out = db.sql(&q("SELECT COUNT(DISTINCT v) * 2 AS d2, COUNT(DISTINCT v) AS d FROM n")).unwrap();
         assert_eq!(out[0].column(0).as_primitive::<Int64Type>().value(0), 2 * dv);
         assert_eq!(out[0].column(1).as_primitive::<Int64Type>().value(0), dv);

@@ -23,7 +23,7 @@ use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::datatypes::*;
 use tessera_common::float::{canonical_f32, canonical_f64};
 use tessera_common::{Error, Result};
-use tessera_kernels::{Kernels, hash_bytes, hash_u64, hash_u128};
+use tessera_kernels::{Kernels, hash128_bytes, hash_bytes, hash_u64, hash_u128};
 
 use crate::accum::OrdVal;
 use crate::filter::string_parts;
@@ -351,7 +351,15 @@ pub(crate) enum Layout {
     Str,
     FixedStr,
     Serialized,
+    /// One string key kept as its 128-bit hash, not its bytes (ClickHouse's `uniqExact`
+    /// does the same for strings): for a GROUP BY whose answer is only its number of groups
+    /// (`COUNT(DISTINCT s)`); the keys cannot be given back. Never chosen by
+    /// [`choose_layout`].
+    Hash128,
 }
+
+/// The [`Layout::Hash128`] key of a NULL string.
+pub(crate) const NULL_HASH: u128 = 0;
 
 impl Layout {
     pub(crate) fn name(self) -> &'static str {
@@ -362,6 +370,7 @@ impl Layout {
             Layout::Str => "string",
             Layout::FixedStr => "fixed128+string",
             Layout::Serialized => "serialized",
+            Layout::Hash128 => "hash128",
         }
     }
 }
@@ -511,6 +520,31 @@ impl<'a> KeyReader<'a> {
             self.raws(k, arrs, sel, &mut raws);
             for (o, &r) in out.iter_mut().zip(&raws) {
                 *o |= (r as u128) << spec.shift;
+            }
+        }
+    }
+
+    /// The 128-bit hashes ([`hash128_bytes`]) of the single string key of the morsel's
+    /// selected rows, NULL as [`NULL_HASH`] (a string hashing to it is taken as 1): the
+    /// keys of [`Layout::Hash128`].
+    pub(crate) fn hash128(&self, arrs: &[&ArrayRef], sel: Option<&[u32]>, n: usize, out: &mut Vec<u128>) {
+        let arr = arrs[self.string_index()];
+        let (offsets, data) = string_parts(arr);
+        let hash = |i: usize| match hash128_bytes(&data[offsets[i] as usize..offsets[i + 1] as usize]) {
+            NULL_HASH => 1,
+            h => h,
+        };
+        out.clear();
+        out.reserve(n);
+        match sel {
+            None => out.extend((0..offsets.len() - 1).map(hash)),
+            Some(s) => out.extend(s.iter().map(|&i| hash(i as usize))),
+        }
+        if let Some(nulls) = arr.logical_nulls().filter(|b| b.null_count() > 0) {
+            for (i, o) in out.iter_mut().enumerate() {
+                if nulls.is_null(sel.map_or(i, |s| s[i] as usize)) {
+                    *o = NULL_HASH;
+                }
             }
         }
     }

@@ -52,7 +52,7 @@ mod sve;
 use std::fmt;
 use std::sync::OnceLock;
 
-pub use scalar::{CmpOp, KernelInt, cmp_bytes, cmp_scalar, hash_bytes, hash_u64, hash_u128, minute_of_hour};
+pub use scalar::{CmpOp, KernelInt, cmp_bytes, cmp_scalar, hash128_bytes, hash_bytes, hash_u64, hash_u128, minute_of_hour};
 
 /// A kernel family (instruction-set level).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -148,6 +148,15 @@ pub fn hash_bytes(s: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(s)
 }
 
+/// 128-bit hash of a byte string: XXH3-128 (seedless; `xxhash-rust`). What a distinct
+/// count keeps instead of the string (ClickHouse's `uniqExact` keeps SipHash-128 of
+/// strings): two different strings get the same hash with probability 2^-128 per pair,
+/// about 10^-26 for the 10^6 distinct values of a column of 10^8 rows.
+#[inline(always)]
+pub fn hash128_bytes(s: &[u8]) -> u128 {
+    xxhash_rust::xxh3::xxh3_128(s)
+}
+
 /// Up to 8 bytes as a little-endian word, zero-padded, without a `memcpy` call: two
 /// overlapping 4-byte loads (4..=8 bytes) or three byte loads (1..=3 bytes).
 #[inline(always)]

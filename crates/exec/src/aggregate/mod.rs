@@ -40,7 +40,7 @@ use crate::accum::{Accumulator, OrdVal};
 use crate::context::QueryContext;
 use crate::filter::Selection;
 use crate::hashtable::{GroupTable, PARTITIONS};
-use crate::keys::{GroupKey, KeyArena, KeyReader, Layout, TieKey, choose_layout};
+use crate::keys::{GroupKey, KeyArena, KeyReader, Layout, NULL_HASH, TieKey, choose_layout};
 use crate::morsel::{Input, MorselColumns};
 use crate::partial::{Partial, Scratch, Spilled, finalize_partitioned, scatter_ok};
 use crate::plan::{AggOutput, AggregatePlan, OrderLimit, Plan, ScalarExpr, SortKey};
@@ -206,6 +206,20 @@ pub(crate) fn execute(
     if let Some(answer) = distinct_beside_others(plan, settings, pool, query)? {
         return Ok(answer);
     }
+    group_by(plan, settings, pool, query, false)
+}
+
+/// The hash GROUP BY of `plan`, with the key layout [`choose_layout`] picks, or with
+/// `hashed` its single string key kept as a 128-bit hash ([`Layout::Hash128`]): then the
+/// answer's key column holds `""` for every group but the NULL key's (NULL), for callers
+/// that need only the number of groups.
+pub(super) fn group_by(
+    plan: &AggregatePlan,
+    settings: &Settings,
+    pool: &rayon::ThreadPool,
+    query: &QueryContext,
+    hashed: bool,
+) -> Result<(Vec<RecordBatch>, Profile)> {
     let first_keys = first_keys_wanted(plan, settings);
     let plan = &with_key_tiebreak(plan);
     let table = &plan.table;
@@ -217,7 +231,13 @@ pub(crate) fn execute(
     let other_cols = Plan::Aggregate(AggregatePlan { filter: None, ..plan.clone() }).columns_used();
     let input = Input::open(table, &used, query)?;
     let has_nulls: Vec<bool> = keys.iter().map(|(k, _)| may_have_nulls(plan, &input, k)).collect();
-    let (layout, specs) = choose_layout(&keys, &has_nulls, settings.group_by_force_serialized);
+    let (mut layout, specs) = choose_layout(&keys, &has_nulls, settings.group_by_force_serialized);
+    if hashed {
+        if specs.len() != 1 || specs[0].width != 0 {
+            return Err(Error::internal("a hashed GROUP BY takes one string key"));
+        }
+        layout = Layout::Hash128;
+    }
     let kern = settings.kernels()?;
     let reader = KeyReader { specs, kern, borrow: std::marker::PhantomData };
     let prewhere = Prewhere::new(plan.filter.as_ref(), table.schema(), &other_cols);
@@ -253,6 +273,9 @@ pub(crate) fn execute(
         })?,
         Layout::Serialized => run::<Box<[u8]>, _, _>(&ctx, |a, s, n, out| r.serialized(a, s, n, out), |k, i| {
             r.serialized_value(i, k)
+        })?,
+        Layout::Hash128 => run::<u128, _, _>(&ctx, |a, s, n, out| r.hash128(a, s, n, out), |k, _| {
+            if *k == NULL_HASH { OrdVal::Null } else { OrdVal::Bytes(b"") }
         })?,
     };
     profile.layout = Some(layout.name());
