@@ -127,6 +127,28 @@ impl Prewhere {
         self.select_with(input, m, len, mcols, kern, None)
     }
 
+    /// The number of rows of morsel `m` that [`Prewhere::select`] keeps, for a query that
+    /// needs only that (`SELECT COUNT(*) .. WHERE`): a one-step WHERE counts its bitmap's
+    /// set bits instead of building a selection vector (ClickBench Q2: 35% of its time went
+    /// to the vector).
+    pub(crate) fn count(
+        &self,
+        input: &Input<'_>,
+        m: usize,
+        len: usize,
+        mcols: &mut MorselColumns<'_>,
+        kern: &Kernels,
+    ) -> Result<usize> {
+        match self.steps.as_slice() {
+            [] => Ok(len),
+            [step] => {
+                input.read(m, &step.cols, mcols)?;
+                Ok(evaluate(&step.pred, &mcols.cols, len, kern)?.count_set_bits())
+            }
+            _ => Ok(self.select(input, m, len, mcols, kern)?.map_or(len, |s| s.len())),
+        }
+    }
+
     /// As [`Prewhere::select`], with one more condition `extra` that every kept row must
     /// meet too (a top-N bound, see [`crate::topn_filter`]): evaluated after the steps of at
     /// most its cost and after the general expressions when the WHERE has some, so that

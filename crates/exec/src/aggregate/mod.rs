@@ -43,7 +43,7 @@ use crate::hashtable::{GroupTable, PARTITIONS};
 use crate::keys::{GroupKey, KeyArena, KeyReader, Layout, NULL_HASH, TieKey, choose_layout};
 use crate::morsel::{Input, MorselColumns};
 use crate::partial::{Partial, Scratch, Spilled, finalize_partitioned, scatter_ok};
-use crate::plan::{AggOutput, AggregatePlan, OrderLimit, Plan, ScalarExpr, SortKey};
+use crate::plan::{AggFunc, AggOutput, AggregatePlan, OrderLimit, Plan, ScalarExpr, SortKey};
 use crate::pool::run_morsels;
 use crate::prewhere::Prewhere;
 use crate::sort::SortSpill;
@@ -83,6 +83,9 @@ struct Ctx<'a> {
     tie: Option<TieKey>,
     /// Groups to fix in advance ([`first_keys_wanted`]).
     first_keys: Option<usize>,
+    /// `SELECT COUNT(*) [, COUNT(*) ..] .. WHERE ..` without GROUP BY: a morsel's kept rows
+    /// are counted ([`Prewhere::count`]), not selected.
+    count_only: bool,
 }
 
 impl Ctx<'_> {
@@ -254,7 +257,8 @@ pub(super) fn group_by(
             .and_then(|keys| TieKey::new(&reader.specs, &keys)),
         _ => None,
     };
-    let ctx = Ctx { plan, input: &input, prewhere, other_cols, settings, pool, query, kern, tie, first_keys };
+    let count_only = plan.keys.is_empty() && plan.aggs.iter().all(|a| a.func == AggFunc::CountStar);
+    let ctx = Ctx { plan, input: &input, prewhere, other_cols, settings, pool, query, kern, tie, first_keys, count_only };
     let r = &reader;
     let (batches, mut profile) = match layout {
         Layout::Unit => run::<(), _, _>(&ctx, |_, _, n, out| {
@@ -397,6 +401,22 @@ where
         },
         |w: &mut Worker<K>, m| {
             let len = chunk_lens[m];
+            if ctx.count_only {
+                ctx.query.check_cancelled()?;
+                let n = ctx.prewhere.count(ctx.input, m, len, &mut ctx.input.morsel(), ctx.kern)?;
+                if n == 0 {
+                    ctx.input.skip();
+                    return Ok(());
+                }
+                w.rows_in += n;
+                let unit = extract_unit(&extract);
+                K::hash_batch(std::slice::from_ref(&unit), ctx.kern, &mut w.hashes);
+                let inputs = vec![None; plan.aggs.len()];
+                if w.table.add_unit(&unit, w.hashes[0], &inputs, None, n, ctx.kern, &mut w.scratch)? {
+                    return ctx.query.resize(&mut w.accounted, w.table.memory_size(), w.table.operator());
+                }
+                return Err(Error::internal("COUNT(*) without GROUP BY in a table of keys"));
+            }
             let Some((mcols, sel)) = ctx.filtered_morsel(m, len, &ctx.other_cols)? else {
                 ctx.input.skip();
                 return Ok(());
