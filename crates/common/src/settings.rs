@@ -16,8 +16,10 @@ pub struct Settings {
     /// `std::thread::available_parallelism()`.
     pub max_threads: usize,
     /// Groups a thread aggregates into one hash table before it switches to the radix-
-    /// partitioned path (ClickHouse `group_by_two_level_threshold`); `0` forces the
-    /// partitioned path from the first row.
+    /// partitioned path (ClickHouse `group_by_two_level_threshold`, default 100,000); `0`
+    /// forces the partitioned path from the first row. A thread with more than 200,000 rows
+    /// still to come switches at a fifth of it (a table that stays in cache; see
+    /// `tessera_exec`'s aggregation).
     pub group_by_two_level_threshold: usize,
     /// Debug: use the generic serialized key layout for every GROUP BY, so tests can check
     /// it against the specialised layouts (like DuckDB's `debug_force_*` settings).
