@@ -177,9 +177,12 @@ mod cache;
 mod manifest;
 mod merge;
 mod part;
+mod snapshot;
+mod store;
 mod table;
 
 pub use block::Codec;
 pub use cache::{BlockCache, DEFAULT_BLOCK_CACHE_BYTES};
 pub use part::{FORMAT_VERSION, Part};
-pub use table::{DEFAULT_GRANULE_ROWS, DETACHED_DIR, DiskTable, PartIdKey, Store, TABLE_FORMAT_VERSION, TableOptions};
+pub use store::Store;
+pub use table::{DEFAULT_GRANULE_ROWS, DETACHED_DIR, DiskTable, PartIdKey, TABLE_FORMAT_VERSION, TableOptions};

@@ -1,7 +1,7 @@
-//! Tables on disk: a directory of parts, inserts that commit a part atomically, merges,
-//! snapshots that feed the executor, and the database directory ([`Store`]).
+//! Tables on disk: a directory of parts, inserts that commit a part atomically, merges, and
+//! the snapshot a query reads (its [`ColumnSource`](tessera_common::ColumnSource) is in
+//! `snapshot.rs`; the database directory of tables, [`Store`](crate::Store), in `store.rs`).
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -10,13 +10,14 @@ use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::{Field, Schema, SchemaRef};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use tessera_common::{ColumnRange, ColumnSource, Error, PrunedSource, RangeValue, Result, Table, is_supported_type};
+use tessera_common::{Error, Result, Table, is_supported_type};
 
 use crate::block::Codec;
-use crate::cache::{BlockCache, DEFAULT_BLOCK_CACHE_BYTES};
+use crate::cache::BlockCache;
+use crate::snapshot::{Morsel, Snapshot};
 use crate::manifest::{self, MANIFEST, Manifest};
 use crate::merge;
-use crate::part::{self, GRANULES_PER_MORSEL, Layout, Part, Stats, parse_type, sync_dir, type_name, write_synced};
+use crate::part::{self, GRANULES_PER_MORSEL, Layout, Part, parse_type, sync_dir, type_name, write_synced};
 
 /// Rows per granule unless a table says otherwise (ClickHouse's `index_granularity`).
 pub const DEFAULT_GRANULE_ROWS: usize = 8192;
@@ -81,7 +82,7 @@ struct TableMeta {
 /// Identity of a part from its directory name `MIN_MAX_LEVEL`: it holds the inserts
 /// numbered `MIN..=MAX`, merged `LEVEL` times.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct PartId {
+pub(crate) struct PartId {
     min: u64,
     max: u64,
     level: u32,
@@ -90,7 +91,7 @@ struct PartId {
 impl PartId {
     /// Parses a part directory name; only the canonical spelling [`PartId::name`] writes
     /// (so `1_1_0` is not the part `0000000001_0000000001_0`).
-    fn parse(s: &str) -> Option<PartId> {
+    pub(crate) fn parse(s: &str) -> Option<PartId> {
         let mut it = s.split('_');
         let id = PartId { min: it.next()?.parse().ok()?, max: it.next()?.parse().ok()?, level: it.next()?.parse().ok()? };
         (it.next().is_none() && id.min <= id.max && id.name() == s).then_some(id)
@@ -127,7 +128,7 @@ fn detach(dir: &Path, name: &str, reason: &str) -> Result<PathBuf> {
     Ok(dest)
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     move |source| Error::Io { path: path.to_path_buf(), source }
 }
 
@@ -138,7 +139,7 @@ fn tmp_name(kind: &str) -> String {
 }
 
 /// Valid table names: ASCII letters, digits and `_`, not starting with `tmp_` or a digit.
-fn check_name(name: &str) -> Result<String> {
+pub(crate) fn check_name(name: &str) -> Result<String> {
     let lower = name.to_ascii_lowercase();
     let ok = !lower.is_empty()
         && lower.len() <= 128
@@ -167,7 +168,7 @@ pub struct DiskTable {
     merging: Mutex<()>,
     /// (granules kept, granules in the snapshot) of the last pruned read, for tests and
     /// benchmarks.
-    last_prune: Mutex<Option<(usize, usize)>>,
+    pub(crate) last_prune: Mutex<Option<(usize, usize)>>,
     /// xxh3 of `table.json`, recorded in every manifest.
     table_hash: u64,
     /// What the last open changed or found (parts moved to `detached/`, a migration).
@@ -175,14 +176,14 @@ pub struct DiskTable {
 }
 
 /// The committed parts with their identities, ordered by insert number.
-type PartList = Arc<Vec<(PartIdKey, Arc<Part>)>>;
+pub(crate) type PartList = Arc<Vec<(PartIdKey, Arc<Part>)>>;
 
 /// Opaque part identity kept in the part list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PartIdKey(PartId);
 
 impl DiskTable {
-    fn create(dir: &Path, name: &str, schema: SchemaRef, options: TableOptions) -> Result<DiskTable> {
+    pub(crate) fn create(dir: &Path, name: &str, schema: SchemaRef, options: TableOptions) -> Result<DiskTable> {
         let layout = layout_of(name, &schema, &options)?;
         let meta = TableMeta {
             format_version: TABLE_FORMAT_VERSION,
@@ -244,7 +245,7 @@ impl DiskTable {
     /// [`Error::Corrupt`] naming the table and the file or part directory: missing or bad
     /// `table.json` or `manifest.txt`, a listed part missing, damaged or replaced;
     /// [`Error::Io`].
-    fn open(dir: &Path) -> Result<DiskTable> {
+    pub(crate) fn open(dir: &Path) -> Result<DiskTable> {
         let label = dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
         let tj = dir.join("table.json");
         let bytes = std::fs::read(&tj).map_err(|e| match e.kind() {
@@ -759,416 +760,4 @@ fn columns_meta(schema: &SchemaRef, layout: &Layout) -> Vec<part::ColumnMeta> {
             codec: *c,
         })
         .collect()
-}
-
-/// Granules `g0..g1` of part `part` of a snapshot: one morsel.
-#[derive(Debug, Clone, Copy)]
-struct Morsel {
-    part: usize,
-    g0: usize,
-    g1: usize,
-}
-
-/// A consistent set of parts feeding one query ([`ColumnSource`]).
-#[derive(Debug)]
-struct Snapshot {
-    table: Arc<DiskTable>,
-    parts: PartList,
-    morsels: Vec<Morsel>,
-    cache: Option<Arc<BlockCache>>,
-}
-
-impl Snapshot {
-    fn chunk_lens(&self) -> Vec<usize> {
-        self.morsels
-            .iter()
-            .map(|m| {
-                let p = &self.parts[m.part].1;
-                (m.g0..m.g1).map(|g| p.granule_len(g)).sum()
-            })
-            .collect()
-    }
-
-    /// Whether granule `g` of `p` may hold rows satisfying every range.
-    fn may_match(p: &Part, g: usize, ranges: &[ColumnRange]) -> bool {
-        ranges.iter().all(|r| match (&p.stats[r.column], r) {
-            (Stats::Int(s), _) => match s[g] {
-                None => false,
-                Some((lo, hi)) => {
-                    let low_ok = match &r.lower {
-                        Some((RangeValue::Int(v), incl)) => hi > *v || (*incl && hi == *v),
-                        _ => true,
-                    };
-                    let high_ok = match &r.upper {
-                        Some((RangeValue::Int(v), incl)) => lo < *v || (*incl && lo == *v),
-                        _ => true,
-                    };
-                    low_ok && high_ok
-                }
-            },
-            (Stats::Bytes(s), _) => match &s[g] {
-                None => false,
-                Some((lo, hi)) => {
-                    let low_ok = match &r.lower {
-                        Some((RangeValue::Bytes(v), incl)) => hi.as_slice() > v.as_slice() || (*incl && hi == v),
-                        _ => true,
-                    };
-                    let high_ok = match &r.upper {
-                        Some((RangeValue::Bytes(v), incl)) => lo.as_slice() < v.as_slice() || (*incl && lo == v),
-                        _ => true,
-                    };
-                    low_ok && high_ok
-                }
-            },
-            (Stats::None, _) => true,
-        }) && ranges.iter().all(|r| {
-            // Equality: the bloom filter, where the column has one.
-            let (Some((lo, true)), Some((hi, true))) = (&r.lower, &r.upper) else { return true };
-            let Some(blooms) = &p.blooms[r.column] else { return true };
-            if lo != hi {
-                return true;
-            }
-            let h = match (lo, &p.stats[r.column]) {
-                (RangeValue::Int(v), Stats::Int(_)) => part::bloom_hash_int(*v),
-                (RangeValue::Bytes(b), Stats::Bytes(_)) => part::bloom_hash_bytes(b),
-                _ => return true,
-            };
-            part::bloom_may_contain(&blooms[g], h)
-        })
-    }
-}
-
-impl ColumnSource for Snapshot {
-    /// Decodes the columns at `indices` for every morsel, (column, morsel) pairs in
-    /// parallel on the rayon pool.
-    fn load_columns(&self, indices: &[usize]) -> Result<Vec<Vec<ArrayRef>>> {
-        self.load_morsels(indices, &(0..self.morsels.len()).collect::<Vec<_>>())
-    }
-
-    fn reads_morsels(&self) -> bool {
-        true
-    }
-
-    /// Decodes only the granules of `morsels` (late materialization of a few rows), (column,
-    /// morsel) pairs in parallel on the rayon pool.
-    fn load_morsels(&self, indices: &[usize], morsels: &[usize]) -> Result<Vec<Vec<ArrayRef>>> {
-        if let Some(&bad) = morsels.iter().find(|&&m| m >= self.morsels.len()) {
-            return Err(Error::internal(format!("morsel {bad} out of range")));
-        }
-        let tasks: Vec<(usize, usize)> = indices.iter().flat_map(|&c| morsels.iter().map(move |&m| (c, m))).collect();
-        let arrays = tasks
-            .par_iter()
-            .map(|&(c, m)| {
-                let mo = self.morsels[m];
-                let part = &self.parts[mo.part].1;
-                // The mapped compressed pages are not needed once decoded: dropped from the
-                // process's page tables (they stay in the OS page cache), a query's resident
-                // set holds its decoded arrays, not every file byte it read.
-                let read = || {
-                    let a = part.read_granules(c, mo.g0, mo.g1)?;
-                    part.release(c, mo.g0, mo.g1);
-                    Ok(a)
-                };
-                let Some(cache) = &self.cache else { return read() };
-                let key = (part.uid, c as u32, mo.g0 as u32, mo.g1 as u32);
-                if let Some(a) = cache.get(&key) {
-                    return Ok(a);
-                }
-                let a = read()?;
-                cache.insert(key, &a);
-                Ok(a)
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let n = morsels.len();
-        let mut it = arrays.into_iter();
-        Ok(indices.iter().map(|_| it.by_ref().take(n).collect()).collect())
-    }
-
-    /// Decodes only the blocks of morsel `morsel` that hold `rows` (whole blocks, each
-    /// once; a block holds one or more granules), columns in parallel on the rayon pool,
-    /// and takes the rows. A morsel in the decoded-block cache is taken from there.
-    fn load_morsel_rows(&self, indices: &[usize], morsel: usize, rows: &[u32]) -> Result<Vec<ArrayRef>> {
-        let mo = *self.morsels.get(morsel).ok_or_else(|| Error::internal(format!("morsel {morsel} out of range")))?;
-        let part = &self.parts[mo.part].1;
-        let first_row = mo.g0 * part.granule_rows;
-        indices
-            .par_iter()
-            .map(|&c| {
-                if rows.is_empty() {
-                    let field = self.table.schema.fields().get(c).ok_or_else(|| Error::internal("column out of range"))?;
-                    return Ok(arrow::array::new_empty_array(field.data_type()));
-                }
-                if let Some(cache) = &self.cache
-                    && let Some(a) = cache.get(&(part.uid, c as u32, mo.g0 as u32, mo.g1 as u32))
-                {
-                    return Ok(arrow::compute::take(&a, &arrow::array::UInt32Array::from(rows.to_vec()), None)?);
-                }
-                // Block runs holding the rows, merged: [g0, g1) granule ranges.
-                let mut runs: Vec<(usize, usize)> = Vec::new();
-                for &r in rows {
-                    let g = mo.g0 + r as usize / part.granule_rows;
-                    if runs.last().is_some_and(|&(_, e)| g < e) {
-                        continue;
-                    }
-                    let (b0, b1) = (part.block_start(c, g).max(mo.g0), part.block_end(c, g).min(mo.g1));
-                    match runs.last_mut() {
-                        Some((_, e)) if *e == b0 => *e = b1,
-                        _ => runs.push((b0, b1)),
-                    }
-                }
-                // Each row's position in the concatenation of the runs' rows.
-                let mut at = Vec::with_capacity(rows.len());
-                let (mut run, mut base) = (0, 0usize);
-                for &r in rows {
-                    let row = first_row + r as usize;
-                    while row >= runs[run].1 * part.granule_rows {
-                        base += (runs[run].0..runs[run].1).map(|g| part.granule_len(g)).sum::<usize>();
-                        run += 1;
-                    }
-                    let pos = base + row - runs[run].0 * part.granule_rows;
-                    at.push(u32::try_from(pos).map_err(|_| Error::internal("row position past u32"))?);
-                }
-                let mut pieces = Vec::with_capacity(runs.len());
-                for &(g0, g1) in &runs {
-                    pieces.push(part.read_granules(c, g0, g1)?);
-                    part.release(c, g0, g1);
-                }
-                // Interleave from the pieces, not a concatenation of them: no string column
-                // past 32-bit offsets, and only the taken rows copied.
-                let refs: Vec<&dyn arrow::array::Array> = pieces.iter().map(|a| a.as_ref()).collect();
-                let starts: Vec<usize> = pieces
-                    .iter()
-                    .scan(0usize, |acc, a| {
-                        let s = *acc;
-                        *acc += a.len();
-                        Some(s)
-                    })
-                    .collect();
-                let picks: Vec<(usize, usize)> = at
-                    .iter()
-                    .map(|&p| {
-                        let k = starts.partition_point(|&s| s <= p as usize) - 1;
-                        (k, p as usize - starts[k])
-                    })
-                    .collect();
-                Ok(arrow::compute::interleave(&refs, &picks)?)
-            })
-            .collect()
-    }
-
-    /// The min/max of each morsel (granule run) of the snapshot ([`Snapshot::morsel_min_max`]).
-    fn min_max(&self, column: usize) -> Option<(ArrayRef, ArrayRef)> {
-        self.morsel_min_max(column)
-    }
-
-    /// The min/max of each morsel (granule run) of the snapshot, from its granules' index,
-    /// for integer, date, timestamp and string columns (floats: the engine's NaN/-0.0 order
-    /// is not the index's). One entry per morsel, in morsel order, so a query can skip or
-    /// order its morsels by them.
-    fn morsel_min_max(&self, column: usize) -> Option<(ArrayRef, ArrayRef)> {
-        use arrow::compute::{SortOptions, concat, sort_to_indices, take};
-        let dt = self.table.schema.fields().get(column)?.data_type();
-        if matches!(dt, arrow::datatypes::DataType::Float32 | arrow::datatypes::DataType::Float64) {
-            return None;
-        }
-        if self.morsels.is_empty() {
-            let empty = arrow::array::new_empty_array(dt);
-            return Some((empty.clone(), empty));
-        }
-        // Per morsel, the position (in the concatenation of the morsels' granule entries)
-        // of the least minimum and of the greatest maximum; NULL (a granule without a
-        // non-NULL value) only where every granule of the morsel is NULL.
-        let mut los = Vec::with_capacity(self.morsels.len());
-        let mut his = Vec::with_capacity(self.morsels.len());
-        let (mut lo_at, mut hi_at) = (Vec::with_capacity(self.morsels.len()), Vec::with_capacity(self.morsels.len()));
-        let mut base = 0u32;
-        for m in &self.morsels {
-            let (lo, hi) = self.parts[m.part].1.min_max.get(column)?;
-            if lo.len() < m.g1 || hi.len() < m.g1 || m.g1 <= m.g0 {
-                return None;
-            }
-            let (lo, hi) = (lo.slice(m.g0, m.g1 - m.g0), hi.slice(m.g0, m.g1 - m.g0));
-            let first = |a: &ArrayRef, descending: bool| {
-                let opts = SortOptions { descending, nulls_first: false };
-                sort_to_indices(a, Some(opts), Some(1)).ok().and_then(|i| i.values().first().copied())
-            };
-            lo_at.push(base + first(&lo, false)?);
-            hi_at.push(base + first(&hi, true)?);
-            base += u32::try_from(lo.len()).ok()?;
-            los.push(lo);
-            his.push(hi);
-        }
-        let pick = |v: &[ArrayRef], at: Vec<u32>| {
-            let all = concat(&v.iter().map(|a| a.as_ref()).collect::<Vec<_>>()).ok()?;
-            take(&all, &arrow::array::UInt32Array::from(at), None).ok()
-        };
-        Some((pick(&los, lo_at)?, pick(&his, hi_at)?))
-    }
-
-    /// Keeps granules whose min/max (and, for the leading sort-key column, the sparse
-    /// primary index) admit every range; consecutive kept granules of one part form
-    /// morsels of up to 8 granules, never crossing a multiple of 8.
-    fn prune(&self, ranges: &[ColumnRange]) -> Option<PrunedSource> {
-        let ranges: Vec<ColumnRange> =
-            ranges.iter().filter(|r| r.column < self.table.schema.fields().len()).cloned().collect();
-        if ranges.is_empty() {
-            return None;
-        }
-        let mut morsels = Vec::new();
-        let (mut kept, mut total) = (0, 0);
-        for m in &self.morsels {
-            let p = &self.parts[m.part].1;
-            let mut run: Option<usize> = None;
-            for g in m.g0..m.g1 {
-                total += 1;
-                if Self::may_match(p, g, &ranges) {
-                    kept += 1;
-                    run.get_or_insert(g);
-                } else if let Some(s) = run.take() {
-                    morsels.push(Morsel { part: m.part, g0: s, g1: g });
-                }
-            }
-            if let Some(s) = run {
-                morsels.push(Morsel { part: m.part, g0: s, g1: m.g1 });
-            }
-        }
-        *self.table.last_prune.lock().expect("prune lock") = Some((kept, total));
-        let snap = Snapshot { table: self.table.clone(), parts: self.parts.clone(), morsels, cache: self.cache.clone() };
-        Some(PrunedSource { chunk_lens: snap.chunk_lens(), source: Arc::new(snap) })
-    }
-}
-
-/// A database directory: one subdirectory per table.
-///
-/// ```text
-/// DIR/
-///   hits/                      a table
-///     table.json               schema, sort key, codecs, granule size
-///     0000000001_0000000001_0/ a part: inserts 1..=1, never merged
-///     0000000002_0000000007_1/ a part: inserts 2..=7, merged once
-///     tmp_insert_…/            an unfinished part (removed at open)
-/// ```
-#[derive(Debug)]
-pub struct Store {
-    dir: PathBuf,
-    tables: RwLock<BTreeMap<String, Arc<DiskTable>>>,
-    /// Decoded blocks of every table, under one byte budget.
-    cache: RwLock<Arc<BlockCache>>,
-}
-
-impl Store {
-    /// Opens (creating if missing) the database directory `dir` and every table in it,
-    /// verifying each against its manifest and cleaning up after crashed inserts and
-    /// merges (see [`Store::warnings`] for parts moved aside).
-    ///
-    /// # Errors
-    /// [`Error::Io`], or [`Error::Corrupt`] naming the table and the first damaged file or
-    /// missing part; a table directory that holds parts or a manifest but no `table.json`
-    /// is [`Error::Corrupt`] naming that directory.
-    pub fn open(dir: &Path) -> Result<Store> {
-        std::fs::create_dir_all(dir).map_err(io(dir))?;
-        Store::open_existing(dir)
-    }
-
-    /// Like [`Store::open`], for a directory that must exist already (a read-only command
-    /// should not create an empty database from a typo).
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] if `dir` is not an existing directory; as [`Store::open`].
-    pub fn open_existing(dir: &Path) -> Result<Store> {
-        if !dir.is_dir() {
-            return Err(Error::InvalidArgument(format!("database directory {} does not exist", dir.display())));
-        }
-        let mut tables = BTreeMap::new();
-        for e in std::fs::read_dir(dir).map_err(io(dir))? {
-            let e = e.map_err(io(dir))?;
-            let name = e.file_name().to_string_lossy().to_string();
-            let p = e.path();
-            if name.starts_with("tmp_") {
-                std::fs::remove_dir_all(&p).or_else(|_| std::fs::remove_file(&p)).map_err(io(&p))?;
-            } else if p.join("table.json").is_file() {
-                let t = DiskTable::open(&p)?;
-                tables.insert(t.name.to_ascii_lowercase(), Arc::new(t));
-            } else if p.is_dir() {
-                // A table directory that lost its table.json still holds data: refuse to
-                // pretend the table does not exist.
-                let parts = std::fs::read_dir(&p)
-                    .map_err(io(&p))?
-                    .filter_map(|e| e.ok())
-                    .filter(|e| PartId::parse(&e.file_name().to_string_lossy()).is_some())
-                    .count();
-                let has_manifest = p.join(MANIFEST).exists();
-                if parts > 0 || has_manifest {
-                    return Err(Error::Corrupt {
-                        path: p.clone(),
-                        detail: format!(
-                            "table {name}: table.json is missing (or not a file), but the directory holds {parts} part(s){}",
-                            if has_manifest { format!(" and {MANIFEST}") } else { String::new() }
-                        ),
-                    });
-                }
-            }
-        }
-        Ok(Store {
-            dir: dir.to_path_buf(),
-            tables: RwLock::new(tables),
-            cache: RwLock::new(Arc::new(BlockCache::new(DEFAULT_BLOCK_CACHE_BYTES))),
-        })
-    }
-
-    /// The open warnings of every table ([`DiskTable::open_warnings`]): parts moved to
-    /// `detached/`, migrations. Empty after a clean open.
-    pub fn warnings(&self) -> Vec<String> {
-        self.tables.read().map(|t| t.values().flat_map(|t| t.open_warnings().to_vec()).collect()).unwrap_or_default()
-    }
-
-    /// The decoded-block cache shared by this database's tables (budget
-    /// [`DEFAULT_BLOCK_CACHE_BYTES`] unless set).
-    pub fn block_cache(&self) -> Arc<BlockCache> {
-        self.cache.read().map(|c| c.clone()).unwrap_or_else(|e| e.into_inner().clone())
-    }
-
-    /// Replaces the decoded-block cache by an empty one of `bytes` (0 disables caching).
-    /// Queries running now finish with the old one.
-    pub fn set_block_cache_size(&self, bytes: u64) {
-        let fresh = Arc::new(BlockCache::new(bytes));
-        match self.cache.write() {
-            Ok(mut c) => *c = fresh,
-            Err(e) => *e.into_inner() = fresh,
-        }
-    }
-
-    /// The directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    /// Creates an empty table. Types must be ones Tessera executes on
-    /// ([`is_supported_type`]).
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for a bad name or an existing table,
-    /// [`Error::UnknownColumn`] for a sort key or codec naming no column,
-    /// [`Error::NotImplemented`] for an unsupported type, [`Error::Io`].
-    pub fn create_table(&self, name: &str, schema: SchemaRef, options: TableOptions) -> Result<Arc<DiskTable>> {
-        let lower = check_name(name)?;
-        let mut tables = self.tables.write().map_err(|_| Error::internal("catalog lock poisoned"))?;
-        let dir = self.dir.join(&lower);
-        if tables.contains_key(&lower) || dir.exists() {
-            return Err(Error::InvalidArgument(format!("table '{name}' already exists")));
-        }
-        let t = Arc::new(DiskTable::create(&dir, name, schema, options)?);
-        tables.insert(lower, t.clone());
-        Ok(t)
-    }
-
-    /// The table `name` (case-insensitive).
-    pub fn table(&self, name: &str) -> Option<Arc<DiskTable>> {
-        self.tables.read().ok()?.get(&name.to_ascii_lowercase()).cloned()
-    }
-
-    /// Table names, sorted (lowercase).
-    pub fn table_names(&self) -> Vec<String> {
-        self.tables.read().map(|t| t.keys().cloned().collect()).unwrap_or_default()
-    }
 }

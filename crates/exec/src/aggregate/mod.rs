@@ -324,6 +324,26 @@ struct Worker<K> {
 }
 
 impl<K: GroupKey> Worker<K> {
+    /// Without GROUP BY: adds `n` rows (`sel` of the morsel, `inputs` per aggregate) to the
+    /// one group of a single table and accounts its size; `false` when the worker's table is
+    /// not a single one (nothing added).
+    fn add_to_unit(
+        &mut self,
+        ctx: &Ctx<'_>,
+        extract: &impl Fn(&[&ArrayRef], Option<&[u32]>, usize, &mut Vec<K>),
+        inputs: &[Option<&ArrayRef>],
+        sel: Option<&[u32]>,
+        n: usize,
+    ) -> Result<bool> {
+        let unit = extract_unit(extract);
+        K::hash_batch(std::slice::from_ref(&unit), ctx.kern, &mut self.hashes);
+        if !self.table.add_unit(&unit, self.hashes[0], inputs, sel, n, ctx.kern, &mut self.scratch)? {
+            return Ok(false);
+        }
+        ctx.query.resize(&mut self.accounted, self.table.memory_size(), self.table.operator())?;
+        Ok(true)
+    }
+
     /// Bytes of GROUP BY state the worker holds (tables, radix buffers, key arena, retained
     /// morsels).
     fn state_bytes(&self) -> usize {
@@ -424,11 +444,8 @@ where
                     return Ok(());
                 }
                 w.rows_in += n;
-                let unit = extract_unit(&extract);
-                K::hash_batch(std::slice::from_ref(&unit), ctx.kern, &mut w.hashes);
-                let inputs = vec![None; plan.aggs.len()];
-                if w.table.add_unit(&unit, w.hashes[0], &inputs, None, n, ctx.kern, &mut w.scratch)? {
-                    return ctx.query.resize(&mut w.accounted, w.table.memory_size(), w.table.operator());
+                if w.add_to_unit(ctx, &extract, &vec![None; plan.aggs.len()], None, n)? {
+                    return Ok(());
                 }
                 return Err(Error::internal("COUNT(*) without GROUP BY in a table of keys"));
             }
@@ -457,12 +474,8 @@ where
             let mut add = || -> Result<()> {
                 let owned = ctx.agg_inputs(&mcols, len, sel)?;
                 let inputs: Vec<Option<&ArrayRef>> = owned.iter().map(|a| a.as_ref()).collect();
-                if plan.keys.is_empty() {
-                    let unit = extract_unit(&extract);
-                    K::hash_batch(std::slice::from_ref(&unit), ctx.kern, &mut w.hashes);
-                    if w.table.add_unit(&unit, w.hashes[0], &inputs, sel, n, ctx.kern, &mut w.scratch)? {
-                        return ctx.query.resize(&mut w.accounted, w.table.memory_size(), w.table.operator());
-                    }
+                if plan.keys.is_empty() && w.add_to_unit(ctx, &extract, &inputs, sel, n)? {
+                    return Ok(());
                 }
                 extract(&key_arrays, sel, n, &mut w.keys);
                 K::hash_batch(&w.keys, ctx.kern, &mut w.hashes);

@@ -1,0 +1,290 @@
+//! A snapshot of a disk table's parts feeding one query: the [`ColumnSource`] the executor
+//! reads (morsels of granules, block-level row reads, per-morsel min/max, granule pruning).
+
+use std::sync::Arc;
+
+use arrow::array::ArrayRef;
+use rayon::prelude::*;
+use tessera_common::{ColumnRange, ColumnSource, Error, PrunedSource, RangeValue, Result};
+
+use crate::cache::BlockCache;
+use crate::part::{self, Part, Stats};
+use crate::table::{DiskTable, PartList};
+
+/// Granules `g0..g1` of part `part` of a snapshot: one morsel.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Morsel {
+    pub(crate) part: usize,
+    pub(crate) g0: usize,
+    pub(crate) g1: usize,
+}
+
+/// A consistent set of parts feeding one query ([`ColumnSource`]).
+#[derive(Debug)]
+pub(crate) struct Snapshot {
+    pub(crate) table: Arc<DiskTable>,
+    pub(crate) parts: PartList,
+    pub(crate) morsels: Vec<Morsel>,
+    pub(crate) cache: Option<Arc<BlockCache>>,
+}
+
+impl Snapshot {
+    pub(crate) fn chunk_lens(&self) -> Vec<usize> {
+        self.morsels
+            .iter()
+            .map(|m| {
+                let p = &self.parts[m.part].1;
+                (m.g0..m.g1).map(|g| p.granule_len(g)).sum()
+            })
+            .collect()
+    }
+
+    /// Whether granule `g` of `p` may hold rows satisfying every range.
+    fn may_match(p: &Part, g: usize, ranges: &[ColumnRange]) -> bool {
+        ranges.iter().all(|r| match (&p.stats[r.column], r) {
+            (Stats::Int(s), _) => match s[g] {
+                None => false,
+                Some((lo, hi)) => {
+                    let low_ok = match &r.lower {
+                        Some((RangeValue::Int(v), incl)) => hi > *v || (*incl && hi == *v),
+                        _ => true,
+                    };
+                    let high_ok = match &r.upper {
+                        Some((RangeValue::Int(v), incl)) => lo < *v || (*incl && lo == *v),
+                        _ => true,
+                    };
+                    low_ok && high_ok
+                }
+            },
+            (Stats::Bytes(s), _) => match &s[g] {
+                None => false,
+                Some((lo, hi)) => {
+                    let low_ok = match &r.lower {
+                        Some((RangeValue::Bytes(v), incl)) => hi.as_slice() > v.as_slice() || (*incl && hi == v),
+                        _ => true,
+                    };
+                    let high_ok = match &r.upper {
+                        Some((RangeValue::Bytes(v), incl)) => lo.as_slice() < v.as_slice() || (*incl && lo == v),
+                        _ => true,
+                    };
+                    low_ok && high_ok
+                }
+            },
+            (Stats::None, _) => true,
+        }) && ranges.iter().all(|r| {
+            // Equality: the bloom filter, where the column has one.
+            let (Some((lo, true)), Some((hi, true))) = (&r.lower, &r.upper) else { return true };
+            let Some(blooms) = &p.blooms[r.column] else { return true };
+            if lo != hi {
+                return true;
+            }
+            let h = match (lo, &p.stats[r.column]) {
+                (RangeValue::Int(v), Stats::Int(_)) => part::bloom_hash_int(*v),
+                (RangeValue::Bytes(b), Stats::Bytes(_)) => part::bloom_hash_bytes(b),
+                _ => return true,
+            };
+            part::bloom_may_contain(&blooms[g], h)
+        })
+    }
+}
+
+impl ColumnSource for Snapshot {
+    /// Decodes the columns at `indices` for every morsel, (column, morsel) pairs in
+    /// parallel on the rayon pool.
+    fn load_columns(&self, indices: &[usize]) -> Result<Vec<Vec<ArrayRef>>> {
+        self.load_morsels(indices, &(0..self.morsels.len()).collect::<Vec<_>>())
+    }
+
+    fn reads_morsels(&self) -> bool {
+        true
+    }
+
+    /// Decodes only the granules of `morsels` (late materialization of a few rows), (column,
+    /// morsel) pairs in parallel on the rayon pool.
+    fn load_morsels(&self, indices: &[usize], morsels: &[usize]) -> Result<Vec<Vec<ArrayRef>>> {
+        if let Some(&bad) = morsels.iter().find(|&&m| m >= self.morsels.len()) {
+            return Err(Error::internal(format!("morsel {bad} out of range")));
+        }
+        let tasks: Vec<(usize, usize)> = indices.iter().flat_map(|&c| morsels.iter().map(move |&m| (c, m))).collect();
+        let arrays = tasks
+            .par_iter()
+            .map(|&(c, m)| {
+                let mo = self.morsels[m];
+                let part = &self.parts[mo.part].1;
+                // The mapped compressed pages are not needed once decoded: dropped from the
+                // process's page tables (they stay in the OS page cache), a query's resident
+                // set holds its decoded arrays, not every file byte it read.
+                let read = || {
+                    let a = part.read_granules(c, mo.g0, mo.g1)?;
+                    part.release(c, mo.g0, mo.g1);
+                    Ok(a)
+                };
+                let Some(cache) = &self.cache else { return read() };
+                let key = (part.uid, c as u32, mo.g0 as u32, mo.g1 as u32);
+                if let Some(a) = cache.get(&key) {
+                    return Ok(a);
+                }
+                let a = read()?;
+                cache.insert(key, &a);
+                Ok(a)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let n = morsels.len();
+        let mut it = arrays.into_iter();
+        Ok(indices.iter().map(|_| it.by_ref().take(n).collect()).collect())
+    }
+
+    /// Decodes only the blocks of morsel `morsel` that hold `rows` (whole blocks, each
+    /// once; a block holds one or more granules), columns in parallel on the rayon pool,
+    /// and takes the rows. A morsel in the decoded-block cache is taken from there.
+    fn load_morsel_rows(&self, indices: &[usize], morsel: usize, rows: &[u32]) -> Result<Vec<ArrayRef>> {
+        let mo = *self.morsels.get(morsel).ok_or_else(|| Error::internal(format!("morsel {morsel} out of range")))?;
+        let part = &self.parts[mo.part].1;
+        let first_row = mo.g0 * part.granule_rows;
+        let idx = arrow::array::UInt32Array::from(rows.to_vec());
+        indices
+            .par_iter()
+            .map(|&c| {
+                if rows.is_empty() {
+                    let field = self.table.schema().fields().get(c).ok_or_else(|| Error::internal("column out of range"))?;
+                    return Ok(arrow::array::new_empty_array(field.data_type()));
+                }
+                if let Some(cache) = &self.cache
+                    && let Some(a) = cache.get(&(part.uid, c as u32, mo.g0 as u32, mo.g1 as u32))
+                {
+                    return Ok(arrow::compute::take(&a, &idx, None)?);
+                }
+                // Block runs holding the rows, merged: [g0, g1) granule ranges.
+                let mut runs: Vec<(usize, usize)> = Vec::new();
+                for &r in rows {
+                    let g = mo.g0 + r as usize / part.granule_rows;
+                    if runs.last().is_some_and(|&(_, e)| g < e) {
+                        continue;
+                    }
+                    let (b0, b1) = (part.block_start(c, g).max(mo.g0), part.block_end(c, g).min(mo.g1));
+                    match runs.last_mut() {
+                        Some((_, e)) if *e == b0 => *e = b1,
+                        _ => runs.push((b0, b1)),
+                    }
+                }
+                // Each row's position in the concatenation of the runs' rows.
+                let mut at = Vec::with_capacity(rows.len());
+                let (mut run, mut base) = (0, 0usize);
+                for &r in rows {
+                    let row = first_row + r as usize;
+                    while row >= runs[run].1 * part.granule_rows {
+                        base += (runs[run].0..runs[run].1).map(|g| part.granule_len(g)).sum::<usize>();
+                        run += 1;
+                    }
+                    let pos = base + row - runs[run].0 * part.granule_rows;
+                    at.push(u32::try_from(pos).map_err(|_| Error::internal("row position past u32"))?);
+                }
+                let mut pieces = Vec::with_capacity(runs.len());
+                for &(g0, g1) in &runs {
+                    pieces.push(part.read_granules(c, g0, g1)?);
+                    part.release(c, g0, g1);
+                }
+                // Interleave from the pieces, not a concatenation of them: no string column
+                // past 32-bit offsets, and only the taken rows copied.
+                let refs: Vec<&dyn arrow::array::Array> = pieces.iter().map(|a| a.as_ref()).collect();
+                let starts: Vec<usize> = pieces
+                    .iter()
+                    .scan(0usize, |acc, a| {
+                        let s = *acc;
+                        *acc += a.len();
+                        Some(s)
+                    })
+                    .collect();
+                let picks: Vec<(usize, usize)> = at
+                    .iter()
+                    .map(|&p| {
+                        let k = starts.partition_point(|&s| s <= p as usize) - 1;
+                        (k, p as usize - starts[k])
+                    })
+                    .collect();
+                Ok(arrow::compute::interleave(&refs, &picks)?)
+            })
+            .collect()
+    }
+
+    /// The min/max of each morsel (granule run) of the snapshot ([`Snapshot::morsel_min_max`]).
+    fn min_max(&self, column: usize) -> Option<(ArrayRef, ArrayRef)> {
+        self.morsel_min_max(column)
+    }
+
+    /// The min/max of each morsel (granule run) of the snapshot, from its granules' index,
+    /// for integer, date, timestamp and string columns (floats: the engine's NaN/-0.0 order
+    /// is not the index's). One entry per morsel, in morsel order, so a query can skip or
+    /// order its morsels by them.
+    fn morsel_min_max(&self, column: usize) -> Option<(ArrayRef, ArrayRef)> {
+        use arrow::compute::{SortOptions, concat, sort_to_indices, take};
+        let dt = self.table.schema().fields().get(column)?.data_type();
+        if matches!(dt, arrow::datatypes::DataType::Float32 | arrow::datatypes::DataType::Float64) {
+            return None;
+        }
+        if self.morsels.is_empty() {
+            let empty = arrow::array::new_empty_array(dt);
+            return Some((empty.clone(), empty));
+        }
+        // Per morsel, the position (in the concatenation of the morsels' granule entries)
+        // of the least minimum and of the greatest maximum; NULL (a granule without a
+        // non-NULL value) only where every granule of the morsel is NULL.
+        let mut los = Vec::with_capacity(self.morsels.len());
+        let mut his = Vec::with_capacity(self.morsels.len());
+        let (mut lo_at, mut hi_at) = (Vec::with_capacity(self.morsels.len()), Vec::with_capacity(self.morsels.len()));
+        let mut base = 0u32;
+        for m in &self.morsels {
+            let (lo, hi) = self.parts[m.part].1.min_max.get(column)?;
+            if lo.len() < m.g1 || hi.len() < m.g1 || m.g1 <= m.g0 {
+                return None;
+            }
+            let (lo, hi) = (lo.slice(m.g0, m.g1 - m.g0), hi.slice(m.g0, m.g1 - m.g0));
+            let first = |a: &ArrayRef, descending: bool| {
+                let opts = SortOptions { descending, nulls_first: false };
+                sort_to_indices(a, Some(opts), Some(1)).ok().and_then(|i| i.values().first().copied())
+            };
+            lo_at.push(base + first(&lo, false)?);
+            hi_at.push(base + first(&hi, true)?);
+            base += u32::try_from(lo.len()).ok()?;
+            los.push(lo);
+            his.push(hi);
+        }
+        let pick = |v: &[ArrayRef], at: Vec<u32>| {
+            let all = concat(&v.iter().map(|a| a.as_ref()).collect::<Vec<_>>()).ok()?;
+            take(&all, &arrow::array::UInt32Array::from(at), None).ok()
+        };
+        Some((pick(&los, lo_at)?, pick(&his, hi_at)?))
+    }
+
+    /// Keeps granules whose min/max (and, for the leading sort-key column, the sparse
+    /// primary index) admit every range; consecutive kept granules of one part form
+    /// morsels of up to 8 granules, never crossing a multiple of 8.
+    fn prune(&self, ranges: &[ColumnRange]) -> Option<PrunedSource> {
+        let ranges: Vec<ColumnRange> =
+            ranges.iter().filter(|r| r.column < self.table.schema().fields().len()).cloned().collect();
+        if ranges.is_empty() {
+            return None;
+        }
+        let mut morsels = Vec::new();
+        let (mut kept, mut total) = (0, 0);
+        for m in &self.morsels {
+            let p = &self.parts[m.part].1;
+            let mut run: Option<usize> = None;
+            for g in m.g0..m.g1 {
+                total += 1;
+                if Self::may_match(p, g, &ranges) {
+                    kept += 1;
+                    run.get_or_insert(g);
+                } else if let Some(s) = run.take() {
+                    morsels.push(Morsel { part: m.part, g0: s, g1: g });
+                }
+            }
+            if let Some(s) = run {
+                morsels.push(Morsel { part: m.part, g0: s, g1: m.g1 });
+            }
+        }
+        *self.table.last_prune.lock().expect("prune lock") = Some((kept, total));
+        let snap = Snapshot { table: self.table.clone(), parts: self.parts.clone(), morsels, cache: self.cache.clone() };
+        Some(PrunedSource { chunk_lens: snap.chunk_lens(), source: Arc::new(snap) })
+    }
+}
