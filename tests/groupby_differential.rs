@@ -227,6 +227,20 @@ fn group_by_matches_naive_hashmap() {
         let want: Vec<(i64, String)> = reference.iter().skip(2).take(7).map(|(c, k, _)| (*c, k.clone())).collect();
         // With several keys, groups may tie on (count, k0): compare the (count, k0) pairs.
         assert_eq!(got, want, "{ctx}: top-N");
+
+        // The other direction on both keys (the count ascending, ties on k0 descending).
+        let sql = format!(
+            "SELECT {}, COUNT(*) AS c FROM t GROUP BY {} ORDER BY c, k0 DESC LIMIT 5 OFFSET 1",
+            keys.join(", "),
+            keys.join(", ")
+        );
+        let out = db.sql_with(&sql, &s).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+        let got: Vec<(i64, String)> = (0..out[0].num_rows())
+            .map(|r| (out[0].column(nkeys).as_primitive::<Int64Type>().value(r), cell(out[0].column(0), r)))
+            .collect();
+        reference.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| sort_k0(&b.1, &a.1)));
+        let want: Vec<(i64, String)> = reference.iter().skip(1).take(5).map(|(c, k, _)| (*c, k.clone())).collect();
+        assert_eq!(got, want, "{ctx}: top-N ascending");
     }
 }
 

@@ -717,6 +717,12 @@ impl TieKey {
         self.parts.iter().map(|p| p.of(packed)).collect()
     }
 
+    /// The first word of [`TieKey::of`] (the first key's order bits).
+    #[inline(always)]
+    pub(crate) fn first_of(&self, packed: u128) -> u64 {
+        self.parts[0].of(packed)
+    }
+
     /// The order of packed key `packed` against the order key `other` ([`TieKey::of`]):
     /// most groups differ in the first key, so one word is mapped and compared.
     #[inline]

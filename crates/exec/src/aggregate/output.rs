@@ -124,10 +124,12 @@ pub(super) fn select_groups<'k, K: GroupKey>(
     // The ORDER BY keys after the first as one integer per group (`tie`), when they are
     // packed group keys: ties on the first key then cost one compare.
     let tie = tie.filter(|_| t.keys.first().is_some_and(|k| k.packed().is_some()));
-    // `best` is sorted best-first and holds at most `limit` candidates; `worst_tie` caches
-    // the tie key of its last one.
+    if let (Some(counts), Some(tk)) = (first_counts, tie) {
+        // `tie` exists only when every ORDER BY key after the first is a packed group key.
+        return top_counts_packed(t, counts, keys[0].descending, tk, limit, query);
+    }
+    // `best` is sorted best-first and holds at most `limit` candidates.
     let mut best: Vec<(Vec<OrdVal<'k>>, u32)> = Vec::with_capacity(limit + 1);
-    let mut worst_tie: Option<Vec<u64>> = None;
     for g in 0..t.len() as u32 {
         if limit == 0 {
             break;
@@ -145,17 +147,6 @@ pub(super) fn select_groups<'k, K: GroupKey>(
                 if ord.is_gt() {
                     continue;
                 }
-                if ord.is_eq()
-                    && let Some(tk) = tie
-                    && let Some(packed) = t.keys[g as usize].packed()
-                {
-                    let wt = worst_tie.get_or_insert_with(|| {
-                        tk.of(t.keys[best[limit - 1].1 as usize].packed().expect("fixed layout"))
-                    });
-                    if !tk.cmp(packed, wt).is_lt() {
-                        continue;
-                    }
-                }
             }
             let mut ord = std::cmp::Ordering::Equal;
             for (k, w) in keys.iter().zip(worst) {
@@ -172,9 +163,65 @@ pub(super) fn select_groups<'k, K: GroupKey>(
         let pos = best.partition_point(|(b, _)| !cmp_all(b, &v, keys).is_gt());
         best.insert(pos, (v, g));
         best.truncate(limit);
-        worst_tie = None;
     }
     Ok(best.into_iter().map(|(_, g)| g).collect())
+}
+
+/// The top-`limit` groups of `t` ordered by a COUNT (`counts`, DESC when `descending`)
+/// and then by the packed group keys of `tie`: the loop reads a count and a packed key per
+/// group and compares integers only (Q33, Q19: millions of groups tied at `COUNT = 1`).
+/// Best first, like [`select_groups`].
+fn top_counts_packed<K: GroupKey>(
+    t: &GroupTable<K>,
+    counts: &[i64],
+    descending: bool,
+    tie: &TieKey,
+    limit: usize,
+    query: &QueryContext,
+) -> Result<Vec<u32>> {
+    // The count mapped so that a smaller value sorts first.
+    let rank = |c: i64| if descending { -i128::from(c) } else { i128::from(c) };
+    let packed = |g: u32| t.keys[g as usize].packed().unwrap_or(0);
+    // (rank, tie words, group), best first.
+    let mut best: Vec<(i128, Vec<u64>, u32)> = Vec::with_capacity(limit.min(t.len()) + 1);
+    let n = t.len().min(counts.len());
+    let mut g = 0usize;
+    // Fill the buffer.
+    while g < n && best.len() < limit {
+        let e = (rank(counts[g]), tie.of(packed(g as u32)), g as u32);
+        let pos = best.partition_point(|b| (b.0, &b.1) <= (e.0, &e.1));
+        best.insert(pos, e);
+        g += 1;
+    }
+    let Some(last) = best.last() else { return Ok(vec![]) };
+    let (mut worst_rank, mut worst_tie) = (last.0, last.1.clone());
+    let mut worst_first = worst_tie[0];
+    while g < n {
+        let end = (g + 65_536).min(n);
+        query.check_cancelled()?;
+        for i in g..end {
+            let r = rank(counts[i]);
+            if r > worst_rank {
+                continue;
+            }
+            let p = packed(i as u32);
+            if r == worst_rank {
+                let first = tie.first_of(p);
+                if first > worst_first || (first == worst_first && !tie.cmp(p, &worst_tie).is_lt()) {
+                    continue;
+                }
+            }
+            let e = (r, tie.of(p), i as u32);
+            let pos = best.partition_point(|b| (b.0, &b.1) <= (e.0, &e.1));
+            best.insert(pos, e);
+            best.truncate(limit);
+            let last = &best[limit - 1];
+            (worst_rank, worst_tie) = (last.0, last.1.clone());
+            worst_first = worst_tie[0];
+        }
+        g = end;
+    }
+    Ok(best.into_iter().map(|(_, _, g)| g).collect())
 }
 
 pub(super) fn emit<'k, K>(
