@@ -91,7 +91,6 @@ fn bench_hashes(c: &mut Criterion) {
     for (n, label) in SIZES {
         let k64 = data::u64s(n);
         let k128 = data::u128s(n);
-        let k32: Vec<u32> = k64.iter().map(|&x| x as u32).collect();
         let (uo, ud) = data::strings(n, false);
         let urls = data::views(&uo, &ud);
         let (so, sd) = data::strings(n, true);
@@ -101,7 +100,6 @@ fn bench_hashes(c: &mut Criterion) {
             let fam = k.level.name();
             let mut g = c.benchmark_group("hash");
             g.throughput(Throughput::Elements(n as u64));
-            g.bench_function(BenchmarkId::new(format!("hash_u32/{fam}"), label), |b| b.iter(|| (k.hash_u32)(black_box(&k32), &mut out)));
             g.bench_function(BenchmarkId::new(format!("hash_u64/{fam}"), label), |b| b.iter(|| (k.hash_u64)(black_box(&k64), &mut out)));
             g.bench_function(BenchmarkId::new(format!("hash_u128/{fam}"), label), |b| b.iter(|| (k.hash_u128)(black_box(&k128), &mut out)));
             g.bench_function(BenchmarkId::new(format!("hash_str_url/{fam}"), label), |b| b.iter(|| (k.hash_strs)(black_box(&urls), &mut out)));
@@ -167,7 +165,6 @@ fn bench_aggregates_and_partitions(c: &mut Criterion) {
         let hashes = data::u64s(n);
         let ts = data::timestamps(n);
         let mut pids = vec![0u8; n];
-        let mut scattered = vec![0u64; n];
         let mut idx = Vec::with_capacity(n);
         let mut mins = Vec::with_capacity(n);
         for k in families() {
@@ -190,10 +187,6 @@ fn bench_aggregates_and_partitions(c: &mut Criterion) {
             });
             g.bench_function(BenchmarkId::new(format!("partition_ids_8bit/{fam}"), label), |b| {
                 b.iter(|| (k.partition_ids)(black_box(&hashes), 8, &mut pids))
-            });
-            (k.partition_ids)(&hashes, 8, &mut pids);
-            g.bench_function(BenchmarkId::new(format!("radix_scatter_u64/{fam}"), label), |b| {
-                b.iter(|| (k.radix_scatter_u64)(black_box(&hashes), &pids, &mut scattered))
             });
             g.bench_function(BenchmarkId::new(format!("minute_of_hour/{fam}"), label), |b| {
                 b.iter(|| (k.minute_of_hour)(black_box(&ts), &mut mins))

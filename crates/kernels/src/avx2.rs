@@ -65,25 +65,6 @@ pub(crate) unsafe fn hash_u64(keys: &[u64], out: &mut [u64]) {
 /// # Safety
 /// The CPU must have AVX2, SSE4.2 and POPCNT.
 #[target_feature(enable = "avx2,sse4.2,popcnt")]
-pub(crate) unsafe fn hash_u32(keys: &[u32], out: &mut [u64]) {
-    assert_eq!(keys.len(), out.len(), "hash output length");
-    let seed = _mm256_set1_epi64x(SEED0 as i64);
-    let mut i = 0;
-    while i + 4 <= keys.len() {
-        // SAFETY: i + 4 <= len; a 16-byte load of 4 u32 and a 32-byte store of 4 u64.
-        unsafe {
-            let x = _mm256_cvtepu32_epi64(_mm_loadu_si128(keys.as_ptr().add(i).cast()));
-            let h = fmix(_mm256_xor_si256(x, seed));
-            _mm256_storeu_si256(out.as_mut_ptr().add(i).cast(), h);
-        }
-        i += 4;
-    }
-    scalar::hash_u32_batch(&keys[i..], &mut out[i..]);
-}
-
-/// # Safety
-/// The CPU must have AVX2, SSE4.2 and POPCNT.
-#[target_feature(enable = "avx2,sse4.2,popcnt")]
 pub(crate) unsafe fn hash_u128(keys: &[u128], out: &mut [u64]) {
     assert_eq!(keys.len(), out.len(), "hash output length");
     let s0 = _mm256_set1_epi64x(SEED0 as i64);

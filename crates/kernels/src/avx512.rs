@@ -49,24 +49,6 @@ pub(crate) unsafe fn hash_u64(keys: &[u64], out: &mut [u64]) {
 /// # Safety
 /// The CPU must have AVX-512 F/BW/DQ/VL, AVX2, SSE4.2 and POPCNT.
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,sse4.2,popcnt")]
-pub(crate) unsafe fn hash_u32(keys: &[u32], out: &mut [u64]) {
-    assert_eq!(keys.len(), out.len(), "hash output length");
-    let seed = _mm512_set1_epi64(SEED0 as i64);
-    let mut i = 0;
-    while i + 8 <= keys.len() {
-        // SAFETY: i + 8 <= len: a 32-byte load of 8 u32, a 64-byte store of 8 u64.
-        unsafe {
-            let x = _mm512_cvtepu32_epi64(_mm256_loadu_si256(keys.as_ptr().add(i).cast()));
-            _mm512_storeu_si512(out.as_mut_ptr().add(i).cast(), fmix(_mm512_xor_si512(x, seed)));
-        }
-        i += 8;
-    }
-    scalar::hash_u32_batch(&keys[i..], &mut out[i..]);
-}
-
-/// # Safety
-/// The CPU must have AVX-512 F/BW/DQ/VL, AVX2, SSE4.2 and POPCNT.
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,sse4.2,popcnt")]
 pub(crate) unsafe fn hash_u128(keys: &[u128], out: &mut [u64]) {
     assert_eq!(keys.len(), out.len(), "hash output length");
     let s0 = _mm512_set1_epi64(SEED0 as i64);

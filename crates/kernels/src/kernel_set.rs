@@ -23,8 +23,6 @@
 macro_rules! for_each_kernel {
     ($cb:ident ! ($($args:tt)*)) => {
         $cb! { ($($args)*)
-            /// `out[i] = hash_u64(keys[i] as u64)`: [`scalar::hash_u32_batch`].
-            hash_u32(keys: &[u32], out: &mut [u64]) = hash_u32_batch;
             /// `out[i] = hash_u64(keys[i])`: [`scalar::hash_u64_batch`].
             hash_u64(keys: &[u64], out: &mut [u64]) = hash_u64_batch;
             /// `out[i] = hash_u128(keys[i])`: [`scalar::hash_u128_batch`].
@@ -41,8 +39,6 @@ macro_rules! for_each_kernel {
             bitmap_to_indices(words: &[u64], len: usize, out: &mut Vec<u32>) = bitmap_to_indices;
             /// Radix partition ids from the top hash bits: [`scalar::partition_ids`].
             partition_ids(hashes: &[u64], bits: u32, out: &mut [u8]) = partition_ids;
-            /// Counting-sort scatter by partition: [`scalar::radix_scatter_u64`].
-            radix_scatter_u64(values: &[u64], pids: &[u8], out: &mut [u64]) -> [usize; 257] = radix_scatter_u64;
             /// Minute of hour of second timestamps: [`scalar::minute_of_hour`].
             minute_of_hour(ts: &[i64], out: &mut Vec<u8>) = minute_of_hour;
             ;

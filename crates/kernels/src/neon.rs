@@ -61,24 +61,6 @@ pub(crate) unsafe fn hash_u64(keys: &[u64], out: &mut [u64]) {
 /// # Safety
 /// The CPU must have NEON.
 #[target_feature(enable = "neon")]
-pub(crate) unsafe fn hash_u32(keys: &[u32], out: &mut [u64]) {
-    assert_eq!(keys.len(), out.len(), "hash output length");
-    let seed = vdupq_n_u64(SEED0);
-    let mut i = 0;
-    while i + 2 <= keys.len() {
-        // SAFETY: i + 2 <= len: an 8-byte load of 2 u32, a 16-byte store of 2 u64.
-        unsafe {
-            let x = vmovl_u32(vld1_u32(keys.as_ptr().add(i)));
-            vst1q_u64(out.as_mut_ptr().add(i), fmix(veorq_u64(x, seed)));
-        }
-        i += 2;
-    }
-    scalar::hash_u32_batch(&keys[i..], &mut out[i..]);
-}
-
-/// # Safety
-/// The CPU must have NEON.
-#[target_feature(enable = "neon")]
 pub(crate) unsafe fn hash_u128(keys: &[u128], out: &mut [u64]) {
     assert_eq!(keys.len(), out.len(), "hash output length");
     let s0 = vdupq_n_u64(SEED0);

@@ -176,18 +176,6 @@ fn load_le_short(s: &[u8]) -> u64 {
     }
 }
 
-/// `out[i] = hash_u64(keys[i] as u64)`.
-///
-/// # Panics
-/// If `out.len() != keys.len()`.
-#[inline(always)]
-pub fn hash_u32_batch(keys: &[u32], out: &mut [u64]) {
-    assert_eq!(keys.len(), out.len(), "hash output length");
-    for (o, &k) in out.iter_mut().zip(keys) {
-        *o = hash_u64(k as u64);
-    }
-}
-
 /// `out[i] = hash_u64(keys[i])`.
 ///
 /// # Panics
@@ -525,31 +513,6 @@ pub fn partition_ids(hashes: &[u64], bits: u32, out: &mut [u8]) {
     }
 }
 
-/// Radix scatter (counting sort by partition): writes `values` into `out` grouped by
-/// partition `pids[i]`, stable within a partition, and returns the start offset of each of
-/// the 256 partitions plus the end (`starts[p]..starts[p + 1]` holds partition `p`).
-///
-/// # Panics
-/// If `pids.len() != values.len()` or `out.len() != values.len()`.
-#[inline(always)]
-pub fn radix_scatter_u64(values: &[u64], pids: &[u8], out: &mut [u64]) -> [usize; 257] {
-    assert_eq!(values.len(), pids.len(), "partition ids length");
-    assert_eq!(values.len(), out.len(), "scatter output length");
-    let mut starts = [0usize; 257];
-    for &p in pids {
-        starts[p as usize + 1] += 1;
-    }
-    for p in 0..256 {
-        starts[p + 1] += starts[p];
-    }
-    let mut pos = starts;
-    for (&v, &p) in values.iter().zip(pids) {
-        out[pos[p as usize]] = v;
-        pos[p as usize] += 1;
-    }
-    starts
-}
-
 // ---------------------------------------------------------------------------------------
 // Date parts
 // ---------------------------------------------------------------------------------------
@@ -666,9 +629,5 @@ mod tests {
         let mut pids = vec![0u8; 3];
         partition_ids(&[0, u64::MAX, 1 << 63], 8, &mut pids);
         assert_eq!(pids, vec![0, 255, 128]);
-        let mut out = vec![0u64; 4];
-        let starts = radix_scatter_u64(&[10, 20, 30, 40], &[3, 1, 3, 0], &mut out);
-        assert_eq!(out, vec![40, 20, 10, 30]);
-        assert_eq!((starts[0], starts[1], starts[2], starts[3], starts[4], starts[256]), (0, 1, 2, 2, 4, 4));
     }
 }

@@ -25,8 +25,8 @@ use crate::{CmpOp, KernelInt};
 family_defaults!(target_feature(enable = "sve,neon"));
 pub(crate) use crate::neon::hash_strs;
 
-/// `hash_u64` and `hash_u32`: the same loop, differing only in the load that brings the keys
-/// into 64-bit lanes (`ld1d`, or `ld1w` which zero-extends 32-bit keys).
+/// A fixed-width key hash whose `$load` brings the keys into 64-bit lanes (`hash_u64`:
+/// `ld1d`).
 macro_rules! sve_hash_fixed {
     ($name:ident, $t:ty, $load:literal) => {
         /// # Safety
@@ -79,7 +79,6 @@ macro_rules! sve_hash_fixed {
 }
 
 sve_hash_fixed!(hash_u64, u64, "ld1d {{z0.d}}, p0/z, [{src}, {i}, lsl #3]");
-sve_hash_fixed!(hash_u32, u32, "ld1w {{z0.d}}, p0/z, [{src}, {i}, lsl #2]");
 
 /// # Safety
 /// The CPU must have SVE and NEON.

@@ -199,8 +199,8 @@ fn top_counts_packed<K: GroupKey>(
     while g < n {
         let end = (g + 65_536).min(n);
         query.check_cancelled()?;
-        for i in g..end {
-            let r = rank(counts[i]);
+        for (i, &c) in counts.iter().enumerate().take(end).skip(g) {
+            let r = rank(c);
             if r > worst_rank {
                 continue;
             }
