@@ -7,10 +7,12 @@
 
 mod error;
 pub mod float;
+mod kind;
 mod settings;
 mod table;
 
 pub use error::{Error, Result};
+pub use kind::is_int_like;
 pub use settings::{Settings, TemporaryFilesCodec, default_threads, physical_memory};
 pub use table::{ColumnChunks, ColumnRange, ColumnSource, PrunedSource, RangeValue, Table, is_supported_type};
 

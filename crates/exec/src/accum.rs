@@ -14,7 +14,7 @@ use tessera_common::{Error, Result};
 use crate::filter::string_parts;
 use crate::plan::{AggExpr, AggFunc};
 use crate::spill::{Dec, Enc, corrupt};
-use tessera_kernels::{IntKernels, KernelInt, Kernels};
+use tessera_kernels::{IntKernels, KernelInt, Kernels, SelectInt};
 
 /// A value to order groups by (top-N), borrowed from a state or a key.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -368,24 +368,10 @@ impl Accumulator {
         };
         let mask = mask.as_deref();
         let valid = mask.map_or(len, |m| (kern.count)(m, len));
-        macro_rules! go {
-            ($t:ty, $k:ident) => {
-                self.update_one_int(g, arr.as_primitive::<$t>().values(), mask, valid, &kern.$k)
-            };
-        }
-        match arr.data_type() {
-            DataType::Int8 => go!(Int8Type, i8),
-            DataType::Int16 => go!(Int16Type, i16),
-            DataType::Int32 => go!(Int32Type, i32),
-            DataType::Date32 => go!(Date32Type, i32),
-            DataType::Int64 => go!(Int64Type, i64),
-            DataType::Timestamp(TimeUnit::Second, _) => go!(TimestampSecondType, i64),
-            DataType::UInt8 => go!(UInt8Type, u8),
-            DataType::UInt16 => go!(UInt16Type, u16),
-            DataType::UInt32 => go!(UInt32Type, u32),
-            DataType::UInt64 => go!(UInt64Type, u64),
-            _ => return false,
-        }
+        tessera_common::int_like_dispatch!(arr.data_type(), A => {
+            let vals = arr.as_primitive::<A>().values();
+            self.update_one_int(g, vals, mask, valid, <<A as ArrowPrimitiveType>::Native as SelectInt>::of(kern))
+        }, _ => return false);
         true
     }
 
@@ -423,19 +409,9 @@ impl Accumulator {
                 self.update_typed(gids, arr.as_primitive::<$t>().values(), sel, nulls.as_ref())
             };
         }
-        match arr.data_type() {
-            DataType::Int8 => go!(Int8Type),
-            DataType::Int16 => go!(Int16Type),
-            DataType::Int32 => go!(Int32Type),
-            DataType::Int64 => go!(Int64Type),
-            DataType::UInt8 => go!(UInt8Type),
-            DataType::UInt16 => go!(UInt16Type),
-            DataType::UInt32 => go!(UInt32Type),
-            DataType::UInt64 => go!(UInt64Type),
+        tessera_common::int_like_dispatch!(arr.data_type(), A => go!(A), _ => match arr.data_type() {
             DataType::Float32 => go!(Float32Type),
             DataType::Float64 => go!(Float64Type),
-            DataType::Date32 => go!(Date32Type),
-            DataType::Timestamp(TimeUnit::Second, _) => go!(TimestampSecondType),
             DataType::Utf8 | DataType::Binary if self.func == AggFunc::Count => {
                 for (i, &g) in gids.iter().enumerate() {
                     let r = sel.map_or(i, |s| s[i] as usize);
@@ -454,7 +430,7 @@ impl Accumulator {
                 }
             }
             other => return Err(Error::internal(format!("aggregate input of type {other}"))),
-        }
+        });
         Ok(())
     }
 
@@ -832,19 +808,7 @@ pub(crate) fn int_array(vals: impl Iterator<Item = Option<i128>>, dt: &DataType)
             Arc::new(b.finish()) as ArrayRef
         }};
     }
-    Ok(match dt {
-        DataType::Int8 => build!(Int8Type),
-        DataType::Int16 => build!(Int16Type),
-        DataType::Int32 => build!(Int32Type),
-        DataType::Int64 => build!(Int64Type),
-        DataType::UInt8 => build!(UInt8Type),
-        DataType::UInt16 => build!(UInt16Type),
-        DataType::UInt32 => build!(UInt32Type),
-        DataType::UInt64 => build!(UInt64Type),
-        DataType::Date32 => build!(Date32Type),
-        DataType::Timestamp(TimeUnit::Second, None) => build!(TimestampSecondType),
-        other => return Err(Error::internal(format!("int_array of {other}"))),
-    })
+    Ok(tessera_common::int_like_dispatch!(dt, A => build!(A), _ => return Err(Error::internal(format!("int_array of {dt}")))))
 }
 
 /// A hasher for distinct-value sets: MurmurHash3's `fmix64` of each word, the engine's

@@ -203,17 +203,7 @@ fn cmp_column(arr: &ArrayRef, op: CmpOp, value: &Value, kern: &Kernels) -> Resul
             }
         }};
     }
-    match arr.data_type() {
-        DataType::Int8 => int!(Int8Type),
-        DataType::Int16 => int!(Int16Type),
-        DataType::Int32 => int!(Int32Type),
-        DataType::Int64 => int!(Int64Type),
-        DataType::UInt8 => int!(UInt8Type),
-        DataType::UInt16 => int!(UInt16Type),
-        DataType::UInt32 => int!(UInt32Type),
-        DataType::UInt64 => int!(UInt64Type),
-        DataType::Date32 => int!(Date32Type),
-        DataType::Timestamp(TimeUnit::Second, _) => int!(TimestampSecondType),
+    tessera_common::int_like_dispatch!(arr.data_type(), A => int!(A), _ => match arr.data_type() {
         DataType::Float32 => float!(Float32Type, f32),
         DataType::Float64 => float!(Float64Type, f64),
         DataType::Utf8 | DataType::Binary => {
@@ -226,7 +216,7 @@ fn cmp_column(arr: &ArrayRef, op: CmpOp, value: &Value, kern: &Kernels) -> Resul
             }
         }
         other => return Err(Error::internal(format!("filter on unsupported type {other}"))),
-    }
+    });
     Ok(from_words(words, len))
 }
 

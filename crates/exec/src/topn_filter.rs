@@ -32,10 +32,7 @@ use std::sync::Mutex;
 
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::compute::{SortOptions, concat, sort_to_indices, take};
-use arrow::datatypes::{
-    DataType, Date32Type, Int8Type, Int16Type, Int32Type, Int64Type, TimeUnit, TimestampSecondType, UInt8Type,
-    UInt16Type, UInt32Type, UInt64Type,
-};
+use arrow::datatypes::DataType;
 use tessera_common::{Result, Table};
 use tessera_kernels::CmpOp;
 
@@ -157,21 +154,7 @@ impl TopNFilter {
 
 /// Key types whose order is the comparison kernels' and the sort's alike.
 fn supported(dt: &DataType) -> bool {
-    matches!(
-        dt,
-        DataType::Int8
-            | DataType::Int16
-            | DataType::Int32
-            | DataType::Int64
-            | DataType::UInt8
-            | DataType::UInt16
-            | DataType::UInt32
-            | DataType::UInt64
-            | DataType::Date32
-            | DataType::Timestamp(TimeUnit::Second, _)
-            | DataType::Utf8
-            | DataType::Binary
-    )
+    tessera_common::is_int_like(dt) || matches!(dt, DataType::Utf8 | DataType::Binary)
 }
 
 /// Value `i` of `arr` in the filter's domain; `None` for NULL or another type.
@@ -179,26 +162,14 @@ fn value_at(arr: &ArrayRef, i: usize) -> Option<Value> {
     if arr.is_null(i) {
         return None;
     }
-    macro_rules! int {
-        ($t:ty) => {
-            Value::Int(i128::from(arr.as_primitive::<$t>().value(i)))
-        };
-    }
-    Some(match arr.data_type() {
-        DataType::Int8 => int!(Int8Type),
-        DataType::Int16 => int!(Int16Type),
-        DataType::Int32 => int!(Int32Type),
-        DataType::Int64 => int!(Int64Type),
-        DataType::UInt8 => int!(UInt8Type),
-        DataType::UInt16 => int!(UInt16Type),
-        DataType::UInt32 => int!(UInt32Type),
-        DataType::UInt64 => int!(UInt64Type),
-        DataType::Date32 => int!(Date32Type),
-        DataType::Timestamp(TimeUnit::Second, _) => int!(TimestampSecondType),
-        DataType::Utf8 => Value::Bytes(arr.as_string::<i32>().value(i).as_bytes().to_vec()),
-        DataType::Binary => Value::Bytes(arr.as_binary::<i32>().value(i).to_vec()),
-        _ => return None,
-    })
+    Some(tessera_common::int_like_dispatch!(arr.data_type(),
+        A => Value::Int(i128::from(arr.as_primitive::<A>().value(i))),
+        _ => match arr.data_type() {
+            DataType::Utf8 => Value::Bytes(arr.as_string::<i32>().value(i).as_bytes().to_vec()),
+            DataType::Binary => Value::Bytes(arr.as_binary::<i32>().value(i).to_vec()),
+            _ => return None,
+        }
+    ))
 }
 
 #[cfg(test)]

@@ -69,26 +69,6 @@ enum Encoding {
     For = 2,
 }
 
-/// Calls `$body` with `$A` bound to the Arrow primitive type of an integer-like column
-/// (integers, Date32, Timestamp(Second)); `$other` otherwise.
-macro_rules! int_dispatch {
-    ($dt:expr, $A:ident => $body:expr, _ => $other:expr) => {
-        match $dt {
-            arrow::datatypes::DataType::Int8 => { type $A = arrow::datatypes::Int8Type; $body }
-            arrow::datatypes::DataType::Int16 => { type $A = arrow::datatypes::Int16Type; $body }
-            arrow::datatypes::DataType::Int32 => { type $A = arrow::datatypes::Int32Type; $body }
-            arrow::datatypes::DataType::Int64 => { type $A = arrow::datatypes::Int64Type; $body }
-            arrow::datatypes::DataType::UInt8 => { type $A = arrow::datatypes::UInt8Type; $body }
-            arrow::datatypes::DataType::UInt16 => { type $A = arrow::datatypes::UInt16Type; $body }
-            arrow::datatypes::DataType::UInt32 => { type $A = arrow::datatypes::UInt32Type; $body }
-            arrow::datatypes::DataType::UInt64 => { type $A = arrow::datatypes::UInt64Type; $body }
-            arrow::datatypes::DataType::Date32 => { type $A = arrow::datatypes::Date32Type; $body }
-            arrow::datatypes::DataType::Timestamp(arrow::datatypes::TimeUnit::Second, None) => { type $A = arrow::datatypes::TimestampSecondType; $body }
-            _ => $other,
-        }
-    };
-}
-pub(crate) use int_dispatch;
 
 /// Integer natives as i128 and back (values always fit: they came from the same type).
 pub(crate) trait IntNative: Copy {
@@ -157,7 +137,7 @@ pub(crate) fn write_block(arr: &dyn Array, codec: Codec, encode: bool, out: &mut
         }
         None => p.push(0),
     }
-    let enc = int_dispatch!(arr.data_type(), A => encode_ints::<A>(arr, encode, &mut p), _ => {
+    let enc = tessera_common::int_like_dispatch!(arr.data_type(), A => encode_ints::<A>(arr, encode, &mut p), _ => {
         match fixed_width(arr.data_type()) {
             Some(_) => {
                 let data = arr.to_data();
@@ -394,7 +374,7 @@ fn decode_payload(payload: &[u8], whole: Option<&Buffer>, rows: usize, enc: u8, 
         }
         f => return Err(format!("bad null flag {f}")),
     };
-    let arr = int_dispatch!(dt, A => decode_ints::<A>(&mut r, rows, enc, nulls)?, _ => match dt {
+    let arr = tessera_common::int_like_dispatch!(dt, A => decode_ints::<A>(&mut r, rows, enc, nulls)?, _ => match dt {
         DataType::Float32 => plain_prim::<Float32Type>(&mut r, rows, enc, nulls)?,
         DataType::Float64 => plain_prim::<Float64Type>(&mut r, rows, enc, nulls)?,
         DataType::Utf8 | DataType::Binary => decode_var(&mut r, whole, rows, enc, nulls, dt)?,

@@ -96,18 +96,8 @@ fn int_to_utf8(a: &ArrayRef) -> Result<ArrayRef> {
         let offsets = arrow::buffer::OffsetBuffer::new(offsets.into());
         Ok(Arc::new(arrow::array::StringArray::new(offsets, values.into(), p.nulls().cloned())))
     }
-    use arrow::datatypes::*;
-    match a.data_type() {
-        DataType::Int8 => digits::<Int8Type>(a),
-        DataType::Int16 => digits::<Int16Type>(a),
-        DataType::Int32 => digits::<Int32Type>(a),
-        DataType::Int64 => digits::<Int64Type>(a),
-        DataType::UInt8 => digits::<UInt8Type>(a),
-        DataType::UInt16 => digits::<UInt16Type>(a),
-        DataType::UInt32 => digits::<UInt32Type>(a),
-        DataType::UInt64 => digits::<UInt64Type>(a),
-        other => Err(Error::internal(format!("int_to_utf8 of {other}"))),
-    }
+    tessera_common::integer_dispatch!(a.data_type(), A => digits::<A>(a),
+        _ => Err(Error::internal(format!("int_to_utf8 of {}", a.data_type()))))
 }
 
 /// Builds a result of the shape of `(a, b)`: a constant when both are.

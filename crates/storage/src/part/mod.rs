@@ -16,7 +16,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use tessera_common::{Error, Result};
 
-use crate::block::{self, Codec, IntNative, int_dispatch};
+use crate::block::{self, Codec, IntNative};
 
 /// Version of the part format this build writes and reads.
 pub const FORMAT_VERSION: u32 = 1;
@@ -75,7 +75,7 @@ fn bloom_of(arr: &dyn Array) -> Vec<u64> {
         let a = arr.as_primitive::<A>();
         (0..a.len()).filter(|&i| a.is_valid(i)).map(|i| bloom_hash_int(a.value(i).to_i128())).collect()
     }
-    let mut hashes: Vec<u64> = int_dispatch!(arr.data_type(), A => ints::<A>(arr), _ => match arr.data_type() {
+    let mut hashes: Vec<u64> = tessera_common::int_like_dispatch!(arr.data_type(), A => ints::<A>(arr), _ => match arr.data_type() {
         DataType::Utf8 => arr.as_string::<i32>().iter().flatten().map(|v| bloom_hash_bytes(v.as_bytes())).collect(),
         DataType::Binary => arr.as_binary::<i32>().iter().flatten().map(bloom_hash_bytes).collect(),
         _ => Vec::new(),
@@ -240,7 +240,7 @@ fn stats_of(mins: &ArrayRef, maxs: &ArrayRef) -> Stats {
     fn bytes(lo: &dyn Array, hi: &dyn Array, val: impl Fn(&dyn Array, usize) -> Vec<u8>) -> Stats {
         Stats::Bytes((0..lo.len()).map(|g| (lo.is_valid(g) && hi.is_valid(g)).then(|| (val(lo, g), val(hi, g)))).collect())
     }
-    int_dispatch!(mins.data_type(), A => ints::<A>(mins, maxs), _ => match mins.data_type() {
+    tessera_common::int_like_dispatch!(mins.data_type(), A => ints::<A>(mins, maxs), _ => match mins.data_type() {
         DataType::Utf8 => bytes(mins.as_ref(), maxs.as_ref(), |a, g| a.as_string::<i32>().value(g).as_bytes().to_vec()),
         DataType::Binary => bytes(mins.as_ref(), maxs.as_ref(), |a, g| a.as_binary::<i32>().value(g).to_vec()),
         _ => Stats::None,

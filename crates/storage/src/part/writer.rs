@@ -489,7 +489,7 @@ fn min_max(arr: &dyn Array) -> Result<(ArrayRef, ArrayRef)> {
         (Arc::new(lo), Arc::new(hi))
     }
     use arrow::datatypes::{Float32Type, Float64Type};
-    Ok(int_dispatch!(arr.data_type(), A => prim::<A>(arr), _ => match arr.data_type() {
+    Ok(tessera_common::int_like_dispatch!(arr.data_type(), A => prim::<A>(arr), _ => match arr.data_type() {
         DataType::Float32 => prim::<Float32Type>(arr),
         DataType::Float64 => prim::<Float64Type>(arr),
         DataType::Utf8 => {
