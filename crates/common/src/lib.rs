@@ -5,14 +5,17 @@
 
 #![warn(missing_docs)]
 
+pub mod calendar;
 mod error;
 pub mod float;
 mod kind;
 mod settings;
 mod table;
+mod values;
 
 pub use error::{Error, Result};
 pub use kind::is_int_like;
+pub use values::Values;
 pub use settings::{Settings, TemporaryFilesCodec, default_threads, physical_memory};
 pub use table::{ColumnChunks, ColumnRange, ColumnSource, PrunedSource, RangeValue, Table, is_supported_type};
 

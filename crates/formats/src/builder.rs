@@ -2,15 +2,11 @@
 //! one per column of the target schema, fed a value at a time, finished into an Arrow array
 //! per batch. Also the calendar arithmetic the text formats share.
 
-use std::sync::Arc;
-
-use arrow::array::{ArrayRef, BinaryArray, BooleanBufferBuilder, PrimitiveArray, StringArray};
-use arrow::buffer::{NullBuffer, OffsetBuffer, ScalarBuffer};
-use arrow::datatypes::{
-    ArrowPrimitiveType, DataType, Date32Type, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type,
-    TimeUnit, TimestampSecondType, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
-};
-use tessera_common::{Error, Result};
+use arrow::array::{ArrayRef, BooleanBufferBuilder};
+use arrow::buffer::NullBuffer;
+use arrow::datatypes::DataType;
+use tessera_common::calendar::{civil_from_days, days_from_civil, days_in_month};
+use tessera_common::{Error, Result, Values};
 
 use crate::chtype::Wire;
 
@@ -20,25 +16,6 @@ pub(crate) const STRING_BYTES_FLUSH: usize = 1 << 30;
 
 /// Seconds per day.
 const SECS_PER_DAY: i64 = 86_400;
-
-enum Values {
-    I8(Vec<i8>),
-    I16(Vec<i16>),
-    I32(Vec<i32>),
-    I64(Vec<i64>),
-    U8(Vec<u8>),
-    U16(Vec<u16>),
-    U32(Vec<u32>),
-    U64(Vec<u64>),
-    F32(Vec<f32>),
-    F64(Vec<f64>),
-    /// Days since 1970-01-01.
-    Date(Vec<i32>),
-    /// Seconds since 1970-01-01 00:00:00 UTC.
-    Time(Vec<i64>),
-    /// Value `i` is `data[offsets[i]..offsets[i + 1]]`; `utf8`: the column is Utf8.
-    Bytes { offsets: Vec<i32>, data: Vec<u8>, utf8: bool },
-}
 
 /// The values of one column of one batch being read.
 pub(crate) struct ColumnBuilder {
@@ -52,32 +29,14 @@ impl ColumnBuilder {
     /// # Errors
     /// [`Error::NotImplemented`] for a type Tessera does not store.
     pub(crate) fn new(dt: &DataType, nullable: bool, capacity: usize) -> Result<Self> {
-        let values = match dt {
-            DataType::Int8 => Values::I8(Vec::with_capacity(capacity)),
-            DataType::Int16 => Values::I16(Vec::with_capacity(capacity)),
-            DataType::Int32 => Values::I32(Vec::with_capacity(capacity)),
-            DataType::Int64 => Values::I64(Vec::with_capacity(capacity)),
-            DataType::UInt8 => Values::U8(Vec::with_capacity(capacity)),
-            DataType::UInt16 => Values::U16(Vec::with_capacity(capacity)),
-            DataType::UInt32 => Values::U32(Vec::with_capacity(capacity)),
-            DataType::UInt64 => Values::U64(Vec::with_capacity(capacity)),
-            DataType::Float32 => Values::F32(Vec::with_capacity(capacity)),
-            DataType::Float64 => Values::F64(Vec::with_capacity(capacity)),
-            DataType::Date32 => Values::Date(Vec::with_capacity(capacity)),
-            DataType::Timestamp(TimeUnit::Second, None) => Values::Time(Vec::with_capacity(capacity)),
-            DataType::Utf8 | DataType::Binary => {
-                let mut offsets = Vec::with_capacity(capacity + 1);
-                offsets.push(0);
-                Values::Bytes { offsets, data: Vec::new(), utf8: dt == &DataType::Utf8 }
-            }
-            other => return Err(Error::NotImplemented(format!("reading a column of type {other}"))),
-        };
+        let values = Values::new(dt, capacity)
+            .ok_or_else(|| Error::NotImplemented(format!("reading a column of type {dt}")))?;
         Ok(ColumnBuilder { values, nulls: nullable.then(|| BooleanBufferBuilder::new(capacity)) })
     }
 
     /// Whether the string bytes passed [`STRING_BYTES_FLUSH`].
     pub(crate) fn is_full(&self) -> bool {
-        matches!(&self.values, Values::Bytes { data, .. } if data.len() >= STRING_BYTES_FLUSH)
+        self.values.string_bytes() >= STRING_BYTES_FLUSH
     }
 
     fn valid(&mut self) {
@@ -93,19 +52,7 @@ impl ColumnBuilder {
     pub(crate) fn push_null(&mut self) -> std::result::Result<(), String> {
         let Some(n) = &mut self.nulls else { return Err("NULL in a non-nullable column".into()) };
         n.append(false);
-        match &mut self.values {
-            Values::I8(v) => v.push(0),
-            Values::I16(v) => v.push(0),
-            Values::I32(v) | Values::Date(v) => v.push(0),
-            Values::I64(v) | Values::Time(v) => v.push(0),
-            Values::U8(v) => v.push(0),
-            Values::U16(v) => v.push(0),
-            Values::U32(v) => v.push(0),
-            Values::U64(v) => v.push(0),
-            Values::F32(v) => v.push(0.0),
-            Values::F64(v) => v.push(0.0),
-            Values::Bytes { offsets, data, .. } => offsets.push(data.len() as i32),
-        }
+        self.values.push_default();
         Ok(())
     }
 
@@ -127,7 +74,7 @@ impl ColumnBuilder {
 
     /// Whether the column holds strings (text readers pass such fields unparsed).
     pub(crate) fn is_bytes(&self) -> bool {
-        matches!(self.values, Values::Bytes { .. })
+        self.values.is_bytes()
     }
 
     /// Appends the value written as text `t` (ClickHouse's text forms: decimal integers,
@@ -205,40 +152,9 @@ impl ColumnBuilder {
     /// (`row` from 0 in this batch).
     pub(crate) fn finish(&mut self) -> std::result::Result<ArrayRef, (usize, String)> {
         let nulls = self.nulls.as_mut().map(|n| NullBuffer::new(n.finish()));
-        fn prim<T: ArrowPrimitiveType>(v: &mut Vec<T::Native>, nulls: Option<NullBuffer>) -> ArrayRef {
-            Arc::new(PrimitiveArray::<T>::new(ScalarBuffer::from(std::mem::take(v)), nulls))
-        }
-        Ok(match &mut self.values {
-            Values::I8(v) => prim::<Int8Type>(v, nulls),
-            Values::I16(v) => prim::<Int16Type>(v, nulls),
-            Values::I32(v) => prim::<Int32Type>(v, nulls),
-            Values::I64(v) => prim::<Int64Type>(v, nulls),
-            Values::U8(v) => prim::<UInt8Type>(v, nulls),
-            Values::U16(v) => prim::<UInt16Type>(v, nulls),
-            Values::U32(v) => prim::<UInt32Type>(v, nulls),
-            Values::U64(v) => prim::<UInt64Type>(v, nulls),
-            Values::F32(v) => prim::<Float32Type>(v, nulls),
-            Values::F64(v) => prim::<Float64Type>(v, nulls),
-            Values::Date(v) => prim::<Date32Type>(v, nulls),
-            Values::Time(v) => prim::<TimestampSecondType>(v, nulls),
-            Values::Bytes { offsets, data, utf8 } => {
-                let offs = std::mem::replace(offsets, vec![0]);
-                let data = std::mem::take(data);
-                if *utf8 && std::str::from_utf8(&data).is_err() {
-                    let row = offs
-                        .windows(2)
-                        .position(|w| std::str::from_utf8(&data[w[0] as usize..w[1] as usize]).is_err())
-                        .unwrap_or(0);
-                    return Err((row, "bytes that are not valid UTF-8 for a Utf8 column (store it as Binary)".into()));
-                }
-                let offs = OffsetBuffer::new(ScalarBuffer::from(offs));
-                if *utf8 {
-                    Arc::new(StringArray::try_new(offs, data.into(), nulls).map_err(|e| (0, e.to_string()))?)
-                } else {
-                    Arc::new(BinaryArray::try_new(offs, data.into(), nulls).map_err(|e| (0, e.to_string()))?)
-                }
-            }
-        })
+        self.values
+            .take_array(nulls)
+            .map_err(|(_, row)| (row, "bytes that are not valid UTF-8 for a Utf8 column (store it as Binary)".into()))
     }
 }
 
@@ -338,44 +254,6 @@ fn digits(s: &[u8]) -> Option<u32> {
         v = v * 10 + u32::from(c - b'0');
     }
     Some(v)
-}
-
-fn is_leap(y: i64) -> bool {
-    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
-}
-
-fn days_in_month(y: i64, m: u32) -> u32 {
-    match m {
-        2 if is_leap(y) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-pub(crate) fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let m = i64::from(m);
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The (year, month, day) of a day number (inverse of [`days_from_civil`]).
-pub(crate) fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
 }
 
 /// Appends `YYYY-MM-DD` of day `days` (years outside 0..=9999 as they come, with a sign).

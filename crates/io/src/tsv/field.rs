@@ -6,13 +6,11 @@
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, BinaryArray, BooleanBufferBuilder, PrimitiveArray, StringArray};
-use arrow::buffer::{NullBuffer, OffsetBuffer, ScalarBuffer};
-use arrow::datatypes::{
-    ArrowPrimitiveType, DataType, Date32Type, Float32Type, Float64Type, Int8Type, Int16Type,
-    Int32Type, Int64Type, TimeUnit, TimestampSecondType, UInt8Type, UInt16Type, UInt32Type,
-    UInt64Type,
-};
+use arrow::array::{ArrayRef, BooleanBufferBuilder};
+use arrow::buffer::NullBuffer;
+use arrow::datatypes::DataType;
+use tessera_common::Values;
+use tessera_common::calendar::{days_from_civil, days_in_month};
 
 /// Bytes of string data after which a chunk is closed early, well below the 2 GiB (i32
 /// offsets) an Arrow Binary/Utf8 array can hold, so that one more field cannot overflow it.
@@ -21,56 +19,17 @@ pub(super) const STRING_BYTES_FLUSH: usize = 1 << 30;
 /// Seconds per day.
 const SECS_PER_DAY: i64 = 86_400;
 
-/// The values of one column of one chunk being parsed.
-enum Values {
-    I8(Vec<i8>),
-    I16(Vec<i16>),
-    I32(Vec<i32>),
-    I64(Vec<i64>),
-    U8(Vec<u8>),
-    U16(Vec<u16>),
-    U32(Vec<u32>),
-    U64(Vec<u64>),
-    F32(Vec<f32>),
-    F64(Vec<f64>),
-    /// Days since 1970-01-01.
-    Date(Vec<i32>),
-    /// Seconds since 1970-01-01 00:00:00 UTC.
-    Time(Vec<i64>),
-    /// Unescaped field bytes: value `i` is `data[offsets[i]..offsets[i + 1]]`.
-    Bytes {
-        offsets: Vec<i32>,
-        data: Vec<u8>,
-    },
-}
-
 /// Parses the fields of one column of one chunk.
 pub(super) struct ColumnBuilder {
     values: Values,
     /// Validity, for nullable columns only (`\N` is an error in NOT NULL columns).
     nulls: Option<BooleanBufferBuilder>,
-    /// The schema asks for Utf8: the chunk becomes Utf8 if its bytes are valid UTF-8.
-    utf8: bool,
 }
 
 /// Whether the TSV reader can parse a column of this type.
 pub(super) fn is_parseable(dt: &DataType) -> bool {
-    use DataType::*;
-    matches!(
-        dt,
-        Int8 | Int16
-            | Int32
-            | Int64
-            | UInt8
-            | UInt16
-            | UInt32
-            | UInt64
-            | Float32
-            | Float64
-            | Utf8
-            | Binary
-            | Date32
-    ) || matches!(dt, Timestamp(TimeUnit::Second, None))
+    // Every type Tessera stores has a text form here.
+    tessera_common::is_supported_type(dt)
 }
 
 impl ColumnBuilder {
@@ -79,40 +38,17 @@ impl ColumnBuilder {
     /// # Panics
     /// If `dt` is not parseable (checked by the caller before parsing starts).
     pub(super) fn new(dt: &DataType, nullable: bool, capacity: usize) -> Self {
-        use DataType::*;
-        let values = match dt {
-            Int8 => Values::I8(Vec::with_capacity(capacity)),
-            Int16 => Values::I16(Vec::with_capacity(capacity)),
-            Int32 => Values::I32(Vec::with_capacity(capacity)),
-            Int64 => Values::I64(Vec::with_capacity(capacity)),
-            UInt8 => Values::U8(Vec::with_capacity(capacity)),
-            UInt16 => Values::U16(Vec::with_capacity(capacity)),
-            UInt32 => Values::U32(Vec::with_capacity(capacity)),
-            UInt64 => Values::U64(Vec::with_capacity(capacity)),
-            Float32 => Values::F32(Vec::with_capacity(capacity)),
-            Float64 => Values::F64(Vec::with_capacity(capacity)),
-            Date32 => Values::Date(Vec::with_capacity(capacity)),
-            Timestamp(TimeUnit::Second, None) => Values::Time(Vec::with_capacity(capacity)),
-            Utf8 | Binary => {
-                let mut offsets = Vec::with_capacity(capacity + 1);
-                offsets.push(0);
-                Values::Bytes {
-                    offsets,
-                    data: Vec::new(),
-                }
-            }
-            other => panic!("TSV column type {other} was not checked by is_parseable"),
-        };
+        let values = Values::new(dt, capacity)
+            .unwrap_or_else(|| panic!("TSV column type {dt} was not checked by is_parseable"));
         ColumnBuilder {
             values,
             nulls: nullable.then(|| BooleanBufferBuilder::new(capacity)),
-            utf8: matches!(dt, Utf8),
         }
     }
 
     /// Whether the chunk holds so much string data that it should be closed now.
     pub(super) fn is_full(&self) -> bool {
-        matches!(&self.values, Values::Bytes { data, .. } if data.len() >= STRING_BYTES_FLUSH)
+        self.values.string_bytes() >= STRING_BYTES_FLUSH
     }
 
     /// Parses the field starting at `bytes[pos]` and appends it; returns the index of the
@@ -129,7 +65,7 @@ impl ColumnBuilder {
                 return Err("NULL (\\N) in a NOT NULL column".to_string());
             };
             nulls.append(false);
-            self.push_default();
+            self.values.push_default();
             return Ok(pos + 2);
         }
         if let Some(nulls) = &mut self.nulls {
@@ -162,7 +98,7 @@ impl ColumnBuilder {
                 );
                 Ok(end)
             }
-            Values::Bytes { offsets, data } => {
+            Values::Bytes { offsets, data, .. } => {
                 let end = unescape_into(data, bytes, pos)?;
                 let offset = i32::try_from(data.len())
                     .map_err(|_| "more than 2 GiB of string data in one chunk".to_string())?;
@@ -172,62 +108,14 @@ impl ColumnBuilder {
         }
     }
 
-    /// Appends the value stored under a NULL: zero, or an empty string.
-    fn push_default(&mut self) {
-        match &mut self.values {
-            Values::I8(v) => v.push(0),
-            Values::I16(v) => v.push(0),
-            Values::I32(v) | Values::Date(v) => v.push(0),
-            Values::I64(v) | Values::Time(v) => v.push(0),
-            Values::U8(v) => v.push(0),
-            Values::U16(v) => v.push(0),
-            Values::U32(v) => v.push(0),
-            Values::U64(v) => v.push(0),
-            Values::F32(v) => v.push(0.0),
-            Values::F64(v) => v.push(0.0),
-            Values::Bytes { offsets, data } => offsets.push(data.len() as i32),
-        }
-    }
-
     /// The chunk as an Arrow array. A Utf8 column whose bytes are not valid UTF-8 comes out
     /// as Binary (the caller then makes the whole column Binary).
-    pub(super) fn finish(self) -> ArrayRef {
+    pub(super) fn finish(mut self) -> ArrayRef {
         let nulls = self
             .nulls
             .map(|mut b| NullBuffer::new(b.finish()))
             .filter(|n| n.null_count() > 0);
-        fn prim<T: ArrowPrimitiveType>(
-            v: Vec<T::Native>,
-            nulls: Option<NullBuffer>,
-        ) -> PrimitiveArray<T> {
-            PrimitiveArray::new(ScalarBuffer::from(v), nulls)
-        }
-        match self.values {
-            Values::I8(v) => Arc::new(prim::<Int8Type>(v, nulls)),
-            Values::I16(v) => Arc::new(prim::<Int16Type>(v, nulls)),
-            Values::I32(v) => Arc::new(prim::<Int32Type>(v, nulls)),
-            Values::I64(v) => Arc::new(prim::<Int64Type>(v, nulls)),
-            Values::U8(v) => Arc::new(prim::<UInt8Type>(v, nulls)),
-            Values::U16(v) => Arc::new(prim::<UInt16Type>(v, nulls)),
-            Values::U32(v) => Arc::new(prim::<UInt32Type>(v, nulls)),
-            Values::U64(v) => Arc::new(prim::<UInt64Type>(v, nulls)),
-            Values::F32(v) => Arc::new(prim::<Float32Type>(v, nulls)),
-            Values::F64(v) => Arc::new(prim::<Float64Type>(v, nulls)),
-            Values::Date(v) => Arc::new(prim::<Date32Type>(v, nulls)),
-            Values::Time(v) => Arc::new(prim::<TimestampSecondType>(v, nulls)),
-            Values::Bytes { offsets, data } => {
-                // Offsets start at 0 and never decrease: `push` appends `data.len()`.
-                let binary =
-                    BinaryArray::new(OffsetBuffer::new(offsets.into()), data.into(), nulls);
-                if !self.utf8 {
-                    return Arc::new(binary);
-                }
-                match StringArray::try_from_binary(binary.clone()) {
-                    Ok(s) => Arc::new(s),
-                    Err(_) => Arc::new(binary),
-                }
-            }
-        }
+        self.values.take_array(nulls).unwrap_or_else(|(binary, _)| Arc::new(binary))
     }
 }
 
@@ -450,27 +338,6 @@ fn digits(s: &[u8]) -> Option<u32> {
         v = v.saturating_mul(10) + u64::from(b - b'0');
     }
     u32::try_from(v).ok().or(Some(u32::MAX))
-}
-
-fn days_in_month(year: i64, month: u32) -> u32 {
-    match month {
-        2 if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
-/// `days_from_civil`, <http://howardhinnant.github.io/date_algorithms.html>).
-fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let m = i64::from(month);
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 #[cfg(test)]
