@@ -450,8 +450,10 @@ impl<K: GroupKey> GroupTable<K> {
     }
 
     /// Merges the groups [`GroupTable::encode`] wrote into this table: keys are looked up
-    /// by their saved hash (inserted directly while the table is empty), states merged. `accs`
-    /// are empty states of the query's aggregates; string key bytes are copied into `arena`.
+    /// by their saved hash a batch at a time with the kernels of `kern` (as
+    /// [`GroupTable::merge_groups`]; inserted directly while the table is empty), states
+    /// merged. `accs` are empty states of the query's aggregates; string key bytes are copied
+    /// into `arena`.
     ///
     /// # Errors
     /// [`Error::Corrupt`] on bytes that do not decode to groups of these aggregates (the
@@ -459,7 +461,13 @@ impl<K: GroupKey> GroupTable<K> {
     ///
     /// # Safety
     /// As [`GroupKey::decode`]: the table must not be used after `arena` is dropped.
-    pub(crate) unsafe fn merge_encoded(&mut self, bytes: &[u8], mut accs: Vec<Accumulator>, arena: &mut KeyArena) -> Result<()> {
+    pub(crate) unsafe fn merge_encoded(
+        &mut self,
+        bytes: &[u8],
+        mut accs: Vec<Accumulator>,
+        arena: &mut KeyArena,
+        kern: &Kernels,
+    ) -> Result<()> {
         let mut d = Dec::new(bytes);
         // Each group has a hash of 8 bytes after the keys: bounds the count.
         let n = d.len(8)?;
@@ -485,9 +493,9 @@ impl<K: GroupKey> GroupTable<K> {
                 pairs.push((self.insert_new(k, h), g as u32));
             }
         } else {
-            for (g, (k, &h)) in keys.iter().zip(&hashes).enumerate() {
-                pairs.push((self.find_or_insert(k, h), g as u32));
-            }
+            let mut found = Vec::with_capacity(n);
+            self.find_or_insert_each(n, |i| (&keys[i], hashes[i]), kern, K::clone, &mut found);
+            pairs.extend(found.into_iter().zip(0..n as u32));
         }
         self.sync_accs();
         for (a, b) in self.accs.iter_mut().zip(&accs) {

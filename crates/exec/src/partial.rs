@@ -923,7 +923,7 @@ pub(crate) fn finalize_partitioned<K: GroupKey, R: Send>(
                 let merged = match bytes.split_first() {
                     // SAFETY: `f` holds the keys, and is dropped before `arena`: `finish`
                     // below consumes it, in this closure.
-                    Some((&TABLE_RUN, run)) => unsafe { f.merge_encoded(run, new_accs(), &mut arena) },
+                    Some((&TABLE_RUN, run)) => unsafe { f.merge_encoded(run, new_accs(), &mut arena, kern) },
                     Some((&ROWS_RUN, run)) => {
                         // SAFETY: as above; the rows are aggregated into `f` at once.
                         match unsafe { Scattered::decode(&mut Dec::new(run), &mut arena) } {
