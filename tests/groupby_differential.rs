@@ -204,43 +204,36 @@ fn group_by_matches_naive_hashmap() {
             assert!((avg - want.sum as f64 / want.count as f64).abs() < 1e-9, "{ctx}: avg");
         }
 
-        // Top-N with a tie-breaking second key must be exact.
-        let sql = format!(
-            "SELECT {}, COUNT(*) AS c FROM t GROUP BY {} ORDER BY c DESC, k0 ASC LIMIT 7 OFFSET 2",
-            keys.join(", "),
-            keys.join(", ")
-        );
-        let out = db.sql_with(&sql, &s).unwrap_or_else(|e| panic!("{ctx}: {e}"));
-        let got: Vec<(i64, String)> = (0..out[0].num_rows())
-            .map(|r| (out[0].column(nkeys).as_primitive::<Int64Type>().value(r), cell(out[0].column(0), r)))
-            .collect();
-        // Reference: order by count desc, then k0 by the column's natural order.
-        let mut reference: Vec<(i64, String, Vec<String>)> =
-            naive.iter().map(|(k, v)| (v.count, k[0].clone(), k.clone())).collect();
+        // Top-N with a tie-breaking second key must be exact, in both directions. Reference:
+        // the naive groups ordered by count, then k0 by the column's natural order.
         let sort_k0 = |a: &String, b: &String| match types[0] {
             KeyType::Str => a.cmp(b),
             KeyType::F64 => a.parse::<f64>().unwrap().total_cmp(&b.parse::<f64>().unwrap()),
             KeyType::U64 => a.parse::<u64>().unwrap().cmp(&b.parse::<u64>().unwrap()),
             _ => a.parse::<i64>().unwrap().cmp(&b.parse::<i64>().unwrap()),
         };
-        reference.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| sort_k0(&a.1, &b.1)));
-        let want: Vec<(i64, String)> = reference.iter().skip(2).take(7).map(|(c, k, _)| (*c, k.clone())).collect();
-        // With several keys, groups may tie on (count, k0): compare the (count, k0) pairs.
-        assert_eq!(got, want, "{ctx}: top-N");
-
+        let top_n = |order: &str, descending: bool, offset: usize, limit: usize, what: &str| {
+            let sql = format!(
+                "SELECT {}, COUNT(*) AS c FROM t GROUP BY {} ORDER BY {order} LIMIT {limit} OFFSET {offset}",
+                keys.join(", "),
+                keys.join(", ")
+            );
+            let out = db.sql_with(&sql, &s).unwrap_or_else(|e| panic!("{ctx}: {e}"));
+            let got: Vec<(i64, String)> = (0..out[0].num_rows())
+                .map(|r| (out[0].column(nkeys).as_primitive::<Int64Type>().value(r), cell(out[0].column(0), r)))
+                .collect();
+            let mut reference: Vec<(i64, String)> = naive.iter().map(|(k, v)| (v.count, k[0].clone())).collect();
+            reference.sort_by(|a, b| {
+                let o = a.0.cmp(&b.0).then_with(|| sort_k0(&b.1, &a.1));
+                if descending { o.reverse() } else { o }
+            });
+            let want: Vec<(i64, String)> = reference.into_iter().skip(offset).take(limit).collect();
+            // With several keys, groups may tie on (count, k0): compare the (count, k0) pairs.
+            assert_eq!(got, want, "{ctx}: {what}");
+        };
+        top_n("c DESC, k0 ASC", true, 2, 7, "top-N");
         // The other direction on both keys (the count ascending, ties on k0 descending).
-        let sql = format!(
-            "SELECT {}, COUNT(*) AS c FROM t GROUP BY {} ORDER BY c, k0 DESC LIMIT 5 OFFSET 1",
-            keys.join(", "),
-            keys.join(", ")
-        );
-        let out = db.sql_with(&sql, &s).unwrap_or_else(|e| panic!("{ctx}: {e}"));
-        let got: Vec<(i64, String)> = (0..out[0].num_rows())
-            .map(|r| (out[0].column(nkeys).as_primitive::<Int64Type>().value(r), cell(out[0].column(0), r)))
-            .collect();
-        reference.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| sort_k0(&b.1, &a.1)));
-        let want: Vec<(i64, String)> = reference.iter().skip(1).take(5).map(|(c, k, _)| (*c, k.clone())).collect();
-        assert_eq!(got, want, "{ctx}: top-N ascending");
+        top_n("c, k0 DESC", false, 1, 5, "top-N ascending");
     }
 }
 

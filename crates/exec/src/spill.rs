@@ -296,19 +296,9 @@ mod tests {
     fn runs_that_do_not_compress_are_written_as_they_are() {
         let query = QueryContext::new(0, crate::CancelToken::new());
         let mut f = SpillFile::create(&std::env::temp_dir(), true).unwrap();
-        // splitmix64 bytes: LZ4 cannot shrink them.
-        let mut x = 42u64;
-        let mut noise = |n: usize| -> Vec<u8> {
-            (0..n / 8)
-                .flat_map(|_| {
-                    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-                    let mut z = x;
-                    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-                    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-                    (z ^ (z >> 31)).to_le_bytes()
-                })
-                .collect()
-        };
+        // Random bytes: LZ4 cannot shrink them.
+        let mut rng = crate::TestRng(42);
+        let mut noise = |n: usize| -> Vec<u8> { (0..n / 8).flat_map(|_| rng.next().to_le_bytes()).collect() };
         let mut written = Vec::new();
         for _ in 0..40 {
             let b = noise(4096);

@@ -179,35 +179,30 @@ fn top_counts_packed<K: GroupKey>(
     limit: usize,
     query: &QueryContext,
 ) -> Result<Vec<u32>> {
+    if limit == 0 {
+        return Ok(vec![]);
+    }
     // The count mapped so that a smaller value sorts first.
     let rank = |c: i64| if descending { -i128::from(c) } else { i128::from(c) };
-    let packed = |g: u32| t.keys[g as usize].packed().unwrap_or(0);
-    // (rank, tie words, group), best first.
+    let packed = |g: usize| t.keys[g].packed().unwrap_or(0);
+    // (rank, tie words, group), best first; once full, its last entry's rank and first tie
+    // word are kept beside it so most groups cost two integer compares.
     let mut best: Vec<(i128, Vec<u64>, u32)> = Vec::with_capacity(limit.min(t.len()) + 1);
+    let (mut worst_rank, mut worst_first) = (i128::MAX, u64::MAX);
     let n = t.len().min(counts.len());
-    let mut g = 0usize;
-    // Fill the buffer.
-    while g < n && best.len() < limit {
-        let e = (rank(counts[g]), tie.of(packed(g as u32)), g as u32);
-        let pos = best.partition_point(|b| (b.0, &b.1) <= (e.0, &e.1));
-        best.insert(pos, e);
-        g += 1;
-    }
-    let Some(last) = best.last() else { return Ok(vec![]) };
-    let (mut worst_rank, mut worst_tie) = (last.0, last.1.clone());
-    let mut worst_first = worst_tie[0];
-    while g < n {
-        let end = (g + 65_536).min(n);
+    for start in (0..n).step_by(65_536) {
         query.check_cancelled()?;
-        for (i, &c) in counts.iter().enumerate().take(end).skip(g) {
+        let end = n.min(start + 65_536);
+        for (i, &c) in (start..end).zip(&counts[start..end]) {
             let r = rank(c);
-            if r > worst_rank {
+            let full = best.len() == limit;
+            if full && r > worst_rank {
                 continue;
             }
-            let p = packed(i as u32);
-            if r == worst_rank {
+            let p = packed(i);
+            if full && r == worst_rank {
                 let first = tie.first_of(p);
-                if first > worst_first || (first == worst_first && !tie.cmp(p, &worst_tie).is_lt()) {
+                if first > worst_first || (first == worst_first && !tie.cmp(p, &best[limit - 1].1).is_lt()) {
                     continue;
                 }
             }
@@ -215,11 +210,10 @@ fn top_counts_packed<K: GroupKey>(
             let pos = best.partition_point(|b| (b.0, &b.1) <= (e.0, &e.1));
             best.insert(pos, e);
             best.truncate(limit);
-            let last = &best[limit - 1];
-            (worst_rank, worst_tie) = (last.0, last.1.clone());
-            worst_first = worst_tie[0];
+            if best.len() == limit {
+                (worst_rank, worst_first) = (best[limit - 1].0, best[limit - 1].1[0]);
+            }
         }
-        g = end;
     }
     Ok(best.into_iter().map(|(_, _, g)| g).collect())
 }
