@@ -95,9 +95,25 @@ impl Values {
             Values::U64(v) => v.push(0),
             Values::F32(v) => v.push(0.0),
             Values::F64(v) => v.push(0.0),
-            // `data` stays below 2 GiB: readers close a batch past their string budget.
+            // `data` fits i32 offsets: `push_bytes` refuses a value that would pass them.
             Values::Bytes { offsets, data, .. } => offsets.push(data.len() as i32),
         }
+    }
+
+    /// Appends the string value `b` to a `Utf8` or `Binary` column (its UTF-8 is checked by
+    /// [`Values::take_array`]).
+    ///
+    /// # Errors
+    /// A message, nothing appended, when this is not a string column or when the column's
+    /// bytes would pass the 2 GiB an Arrow array's i32 offsets address (readers close their
+    /// batches long before; a single value of more than 1 GiB can still get here).
+    pub fn push_bytes(&mut self, b: &[u8]) -> Result<(), String> {
+        let Values::Bytes { offsets, data, .. } = self else { return Err("a string value for a column of numbers".into()) };
+        let end = i32::try_from(data.len() + b.len())
+            .map_err(|_| format!("more than 2 GiB of string data in one batch (a value of {} bytes)", b.len()))?;
+        data.extend_from_slice(b);
+        offsets.push(end);
+        Ok(())
     }
 
     /// Whether the column holds strings (`Utf8` or `Binary`).
@@ -169,9 +185,7 @@ mod tests {
     use super::Values;
 
     fn push_str(v: &mut Values, b: &[u8]) {
-        let Values::Bytes { offsets, data, .. } = v else { panic!("not bytes") };
-        data.extend_from_slice(b);
-        offsets.push(data.len() as i32);
+        v.push_bytes(b).expect("a string column");
     }
 
     #[test]
@@ -222,6 +236,8 @@ mod tests {
         push_str(&mut s, &e[..1]);
         push_str(&mut s, &e[1..]);
         assert_eq!(s.take_array(None).unwrap_err().1, 0);
+
+        assert!(Values::new(&DataType::Int8, 1).unwrap().push_bytes(b"x").is_err());
 
         let mut b = Values::new(&DataType::Binary, 1).unwrap();
         push_str(&mut b, b"\xff");

@@ -56,18 +56,17 @@ impl ColumnBuilder {
         Ok(())
     }
 
-    /// Appends the string value `b` (already unescaped).
+    /// Appends the string value `b` (already unescaped; parsed as text for a column of
+    /// another type).
     ///
     /// # Errors
-    /// A message when the column is not a string column.
+    /// A message when `b` does not parse for the column's type, or when the batch's string
+    /// bytes would pass 2 GiB ([`Values::push_bytes`]).
     pub(crate) fn push_bytes(&mut self, b: &[u8]) -> std::result::Result<(), String> {
-        match &mut self.values {
-            Values::Bytes { offsets, data, .. } => {
-                data.extend_from_slice(b);
-                offsets.push(data.len() as i32);
-            }
-            _ => return self.push_text(b),
+        if !self.values.is_bytes() {
+            return self.push_text(b);
         }
+        self.values.push_bytes(b)?;
         self.valid();
         Ok(())
     }
@@ -101,10 +100,7 @@ impl ColumnBuilder {
             Values::F64(v) => v.push(parse_float(t).ok_or_else(|| format!("cannot parse {} as Float64", show(t)))?),
             Values::Date(v) => v.push(parse_date(t).ok_or_else(|| format!("cannot parse {} as a date", show(t)))?),
             Values::Time(v) => v.push(parse_datetime(t).ok_or_else(|| format!("cannot parse {} as a DateTime", show(t)))?),
-            Values::Bytes { offsets, data, .. } => {
-                data.extend_from_slice(t);
-                offsets.push(data.len() as i32);
-            }
+            Values::Bytes { .. } => self.values.push_bytes(t)?,
         }
         self.valid();
         Ok(())
@@ -135,10 +131,7 @@ impl ColumnBuilder {
             (Values::Date(v), Wire::Date) => v.push(i32::from(u16::from_le_bytes(le(b)))),
             (Values::Time(v), Wire::DateTime) => v.push(i64::from(u32::from_le_bytes(le(b)))),
             (Values::Time(v), Wire::DateTime64(p)) => v.push(i64::from_le_bytes(le(b)).div_euclid(10i64.pow(p))),
-            (Values::Bytes { offsets, data, .. }, Wire::String | Wire::FixedString(_)) => {
-                data.extend_from_slice(b);
-                offsets.push(data.len() as i32);
-            }
+            (Values::Bytes { .. }, Wire::String | Wire::FixedString(_)) => self.values.push_bytes(b)?,
             _ => return Err(format!("a {wire:?} value does not fit this column")),
         }
         self.valid();
