@@ -15,6 +15,7 @@
 //! count must match the columns; with names, the header's names are matched to the target
 //! columns (target columns it lacks get NULL, or are an error when not nullable).
 
+use std::collections::VecDeque;
 use std::io::{BufRead, Write};
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
@@ -320,118 +321,121 @@ struct FieldRef {
     null: bool,
 }
 
-/// Reads TabSeparated or CSV rows into batches of the target schema.
-pub struct TextReader<R: BufRead> {
-    src: R,
-    opts: ReadOptions,
+/// Least bytes of input one parsing task takes (ClickHouse's parallel parsing cuts its
+/// input into segments of `min_chunk_bytes_for_parallel_parsing`, 10 MiB there; smaller
+/// here so that a few MiB of input already keep every worker busy).
+const MIN_CHUNK_BYTES: usize = 1 << 20;
+
+/// Most bytes of input a chunk takes unless one row is longer.
+pub(crate) const MAX_CHUNK_BYTES: usize = 4 << 20;
+
+/// The end (one past its line break) of the last complete row in `bytes`, which starts at
+/// a row boundary; `None` when no row ends in it. TabSeparated rows end at every `\n`. CSV
+/// rows end at a `\n` outside quotes: with `exact`, following the grammar
+/// [`Rows::split_row`] parses (a quote opens a quoted field only at a field's start, `""`
+/// inside it is one quote), a field at a time; else by quote parity, a `\n` after an even
+/// number of quotes (ClickHouse's CSV segmentation), counted with SIMD. Parity agrees with
+/// the grammar unless an unquoted field holds a quote; a chunk that parity cut inside a
+/// quoted field is found by its parser ([`Chunk::cut_in_quotes`]) and read again exactly.
+fn rows_end(bytes: &[u8], csv: bool, exact: bool) -> Option<usize> {
+    if !csv {
+        return memchr::memrchr(b'\n', bytes).map(|i| i + 1);
+    }
+    if !exact {
+        let mut quotes = bytecount::count(bytes, b'"');
+        let mut end = bytes.len();
+        while let Some(nl) = memchr::memrchr(b'\n', &bytes[..end]) {
+            quotes -= bytecount::count(&bytes[nl..end], b'"');
+            if quotes.is_multiple_of(2) {
+                return Some(nl + 1);
+            }
+            end = nl;
+        }
+        return None;
+    }
+    let (mut i, mut end, mut field_start) = (0, None, true);
+    loop {
+        if field_start && bytes.get(i) == Some(&b'"') {
+            i += 1;
+            loop {
+                i += memchr::memchr(b'"', &bytes[i..])? + 1;
+                if bytes.get(i) != Some(&b'"') {
+                    break;
+                }
+                i += 1;
+            }
+            field_start = false;
+            continue;
+        }
+        let Some(k) = memchr::memchr2(b',', b'\n', &bytes[i..]) else { return end };
+        i += k;
+        if bytes[i] == b'\n' {
+            end = Some(i + 1);
+        }
+        i += 1;
+        field_start = true;
+    }
+}
+
+/// Lines a chunk of input spans: its line breaks, and a last line without one.
+fn line_count(chunk: &[u8]) -> u64 {
+    let breaks = bytecount::count(chunk, b'\n') as u64;
+    breaks + u64::from(chunk.last().is_some_and(|&c| c != b'\n'))
+}
+
+/// What parsing a chunk of rows needs, shared by the parsing tasks.
+struct Rows {
+    source: std::path::PathBuf,
     csv: bool,
     schema: SchemaRef,
     /// For each input field, the target column it fills.
     map: Vec<usize>,
-    line: Vec<u8>,
-    scratch: Vec<u8>,
-    fields: Vec<FieldRef>,
-    /// Lines (rows) read so far, the header included.
-    lines: u64,
-    done: bool,
+    /// Whether a target column is filled by some input field (the others get NULL).
+    filled: Vec<bool>,
 }
 
-impl<R: BufRead> TextReader<R> {
-    /// Reads the header line (if `format` has one) and matches it to `opts.schema`.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for header names the target lacks, or target columns the
-    /// header lacks that are not nullable; [`Error::Io`].
-    pub fn new(format: Format, src: R, opts: &ReadOptions) -> Result<Self> {
-        let schema = opts.schema.clone().expect("checked by reader()");
-        let csv = matches!(format, Format::Csv | Format::CsvWithNames);
-        let mut r = TextReader {
-            src,
-            opts: opts.clone(),
-            csv,
-            map: (0..schema.fields().len()).collect(),
-            schema,
-            line: Vec::new(),
-            scratch: Vec::new(),
-            fields: Vec::new(),
-            lines: 0,
-            done: false,
-        };
-        if matches!(format, Format::CsvWithNames | Format::TabSeparatedWithNames) {
-            if !r.next_row()? {
-                r.done = true;
-                return Ok(r);
-            }
-            let mut map = Vec::new();
-            for f in &r.fields {
-                let name = String::from_utf8_lossy(&r.scratch[f.start..f.end]).into_owned();
-                let c = r.schema.fields().iter().position(|t| t.name() == &name)
-                    .or_else(|| r.schema.fields().iter().position(|t| t.name().eq_ignore_ascii_case(&name)))
-                    .ok_or_else(|| Error::InvalidArgument(format!(
-                        "{}: the header names column {name} that the table does not have", r.opts.source.display()
-                    )))?;
-                map.push(c);
-            }
-            for (c, f) in r.schema.fields().iter().enumerate() {
-                if !map.contains(&c) && !f.is_nullable() {
-                    return Err(Error::InvalidArgument(format!(
-                        "{}: the header lacks column {} ({}), which is not nullable",
-                        r.opts.source.display(),
-                        c + 1,
-                        f.name()
-                    )));
-                }
-            }
-            r.map = map;
-        }
-        Ok(r)
+/// The row scratch of one parsing task: a row's unescaped field bytes and where each lies.
+#[derive(Default)]
+struct RowScratch {
+    bytes: Vec<u8>,
+    fields: Vec<FieldRef>,
+}
+
+impl Rows {
+    fn bad(&self, line: u64, detail: String) -> Error {
+        corrupt(&self.source, format!("line {line}: {detail}"))
     }
 
-    fn bad(&self, detail: String) -> Error {
-        corrupt(&self.opts.source, format!("line {}: {detail}", self.lines))
-    }
-
-    /// Reads the next row's fields into `scratch`/`fields`; `false` at the end of input.
-    fn next_row(&mut self) -> Result<bool> {
-        self.line.clear();
-        let n = self.src.read_until(b'\n', &mut self.line).map_err(|e| crate::in_err(&self.opts.source, e))?;
-        if n == 0 {
-            return Ok(false);
-        }
-        self.lines += 1;
-        self.scratch.clear();
-        self.fields.clear();
+    /// Splits the row starting at `*pos` of `bytes` into `row` (fields unescaped) and moves
+    /// `*pos` past its line break; `*line` is the number of the last line read (a quoted
+    /// CSV field may span lines). `false` when `bytes` ends inside a quoted field and more
+    /// input follows them (`!last`).
+    fn split_row(&self, bytes: &[u8], last: bool, pos: &mut usize, line: &mut u64, row: &mut RowScratch) -> Result<bool> {
+        row.bytes.clear();
+        row.fields.clear();
+        *line += 1;
         if self.csv {
-            self.split_csv()?;
-        } else {
-            if self.line.last() == Some(&b'\n') {
-                self.line.pop();
-            }
-            self.split_tsv()?;
+            return self.split_csv(bytes, last, pos, line, row);
         }
-        Ok(true)
-    }
-
-    fn split_tsv(&mut self) -> Result<()> {
-        let line = std::mem::take(&mut self.line);
-        for raw in line.split(|&c| c == b'\t') {
-            let start = self.scratch.len();
+        let rest = &bytes[*pos..];
+        let len = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
+        *pos += (len + 1).min(rest.len());
+        for raw in rest[..len].split(|&c| c == b'\t') {
+            let start = row.bytes.len();
             if raw == b"\\N" {
-                self.fields.push(FieldRef { start, end: start, quoted: false, null: true });
+                row.fields.push(FieldRef { start, end: start, quoted: false, null: true });
                 continue;
             }
             let mut i = 0;
             while i < raw.len() {
-                let c = raw[i];
-                if c != b'\\' {
-                    let run = raw[i..].iter().position(|&b| b == b'\\').unwrap_or(raw.len() - i);
-                    self.scratch.extend_from_slice(&raw[i..i + run]);
-                    i += run;
-                    continue;
-                }
+                let Some(k) = memchr::memchr(b'\\', &raw[i..]) else {
+                    row.bytes.extend_from_slice(&raw[i..]);
+                    break;
+                };
+                row.bytes.extend_from_slice(&raw[i..i + k]);
+                i += k;
                 let Some(&e) = raw.get(i + 1) else {
-                    self.line = line;
-                    return Err(self.bad("a field ends with a lone backslash".into()));
+                    return Err(self.bad(*line, "a field ends with a lone backslash".into()));
                 };
                 i += 2;
                 let b = match e {
@@ -445,98 +449,125 @@ impl<R: BufRead> TextReader<R> {
                     b'v' => 11,
                     b'x' => {
                         let hex = raw.get(i..i + 2).and_then(|h| std::str::from_utf8(h).ok()).and_then(|h| u8::from_str_radix(h, 16).ok());
-                        match hex {
-                            Some(v) => {
-                                i += 2;
-                                v
-                            }
-                            None => {
-                                self.line = line;
-                                return Err(self.bad("bad \\x escape".into()));
-                            }
-                        }
+                        let Some(v) = hex else { return Err(self.bad(*line, "bad \\x escape".into())) };
+                        i += 2;
+                        v
                     }
                     other => other,
                 };
-                self.scratch.push(b);
+                row.bytes.push(b);
             }
-            self.fields.push(FieldRef { start, end: self.scratch.len(), quoted: false, null: false });
+            row.fields.push(FieldRef { start, end: row.bytes.len(), quoted: false, null: false });
         }
-        self.line = line;
-        Ok(())
+        Ok(true)
     }
 
-    fn split_csv(&mut self) -> Result<()> {
-        let mut i = 0;
+    fn split_csv(&self, bytes: &[u8], last: bool, pos: &mut usize, line: &mut u64, row: &mut RowScratch) -> Result<bool> {
+        let mut i = *pos;
         loop {
-            let start = self.scratch.len();
-            if self.line.get(i) == Some(&b'"') {
+            let start = row.bytes.len();
+            if bytes.get(i) == Some(&b'"') {
                 // Quoted: up to the closing quote ("" is one quote), across lines.
                 i += 1;
                 loop {
-                    if i >= self.line.len() {
-                        let n = self.src.read_until(b'\n', &mut self.line).map_err(|e| crate::in_err(&self.opts.source, e))?;
-                        if n == 0 {
-                            return Err(self.bad("a quoted field is not closed before the end of input".into()));
+                    let Some(q) = memchr::memchr(b'"', &bytes[i..]) else {
+                        if !last {
+                            return Ok(false);
                         }
-                        self.lines += 1;
-                        continue;
-                    }
-                    let c = self.line[i];
-                    if c == b'"' {
-                        if self.line.get(i + 1) == Some(&b'"') {
-                            self.scratch.push(b'"');
-                            i += 2;
-                            continue;
-                        }
-                        i += 1;
+                        *line += line_count(&bytes[i..]).saturating_sub(1);
+                        return Err(self.bad(*line, "a quoted field is not closed before the end of input".into()));
+                    };
+                    let text = &bytes[i..i + q];
+                    *line += memchr::memchr_iter(b'\n', text).count() as u64;
+                    row.bytes.extend_from_slice(text);
+                    i += q + 1;
+                    if bytes.get(i) != Some(&b'"') {
                         break;
                     }
-                    self.scratch.push(c);
+                    row.bytes.push(b'"');
                     i += 1;
                 }
-                self.fields.push(FieldRef { start, end: self.scratch.len(), quoted: true, null: false });
+                row.fields.push(FieldRef { start, end: row.bytes.len(), quoted: true, null: false });
             } else {
-                let run = self.line[i..].iter().position(|&b| b == b',' || b == b'\n').unwrap_or(self.line.len() - i);
-                let mut raw = &self.line[i..i + run];
-                if self.line.get(i + run) != Some(&b',') && raw.last() == Some(&b'\r') {
+                let run = memchr::memchr2(b',', b'\n', &bytes[i..]).unwrap_or(bytes.len() - i);
+                let mut raw = &bytes[i..i + run];
+                if bytes.get(i + run) != Some(&b',') && raw.last() == Some(&b'\r') {
                     raw = &raw[..raw.len() - 1];
                 }
-                self.scratch.extend_from_slice(raw);
-                self.fields.push(FieldRef { start, end: self.scratch.len(), quoted: false, null: raw == b"\\N" });
+                row.bytes.extend_from_slice(raw);
+                row.fields.push(FieldRef { start, end: row.bytes.len(), quoted: false, null: raw == b"\\N" });
                 i += run;
             }
-            match self.line.get(i) {
+            match bytes.get(i) {
                 Some(b',') => i += 1,
-                Some(b'\n') | None => return Ok(()),
-                Some(b'\r') if self.line.get(i + 1).is_none_or(|&c| c == b'\n') => return Ok(()),
+                Some(b'\n') => {
+                    *pos = i + 1;
+                    return Ok(true);
+                }
+                None => {
+                    *pos = i;
+                    return Ok(true);
+                }
+                Some(b'\r') if bytes.get(i + 1).is_none_or(|&c| c == b'\n') => {
+                    *pos = (i + 2).min(bytes.len());
+                    return Ok(true);
+                }
                 Some(&c) => {
-                    return Err(self.bad(format!("field {} : unexpected {} after a quoted value", self.fields.len(), show(&[c]))));
+                    return Err(self.bad(
+                        *line,
+                        format!("field {} : unexpected {} after a quoted value", row.fields.len(), show(&[c])),
+                    ));
                 }
             }
         }
     }
 
-    fn read_batch(&mut self) -> Result<Option<RecordBatch>> {
-        let fields = self.schema.fields().clone();
-        let mut builders = fields
-            .iter()
-            .map(|f| ColumnBuilder::new(f.data_type(), f.is_nullable(), 1024))
-            .collect::<Result<Vec<_>>>()?;
-        let filled: Vec<bool> = (0..fields.len()).map(|c| self.map.contains(&c)).collect();
+    /// Parses a chunk whose first line is line `first_line + 1` (`last`: the input ends
+    /// with it) into batches of at most [`READ_BATCH_ROWS`] rows; an error ends the list.
+    fn parse_chunk(&self, bytes: &[u8], first_line: u64, last: bool) -> Chunk {
+        let mut out = Chunk { batches: Vec::new(), cut_in_quotes: false };
+        let (mut pos, mut line, mut row) = (0, first_line, RowScratch::default());
+        while pos < bytes.len() {
+            match self.parse_batch(bytes, last, &mut pos, &mut line, &mut row) {
+                Ok(Some(b)) => out.batches.push(Ok(b)),
+                Ok(None) => {
+                    out.cut_in_quotes = true;
+                    break;
+                }
+                Err(e) => {
+                    out.batches.push(Err(e));
+                    break;
+                }
+            }
+        }
+        out
+    }
+
+    /// Parses rows from `bytes[*pos..]` into one batch (at least one row: `*pos` is before
+    /// the end); `None` when the chunk turns out to end inside a quoted field.
+    fn parse_batch(
+        &self,
+        bytes: &[u8],
+        last: bool,
+        pos: &mut usize,
+        line: &mut u64,
+        row: &mut RowScratch,
+    ) -> Result<Option<RecordBatch>> {
+        let fields = self.schema.fields();
+        let mut builders =
+            fields.iter().map(|f| ColumnBuilder::new(f.data_type(), f.is_nullable(), 1024)).collect::<Result<Vec<_>>>()?;
         let mut n = 0;
-        let first_line = self.lines + 1;
-        while n < READ_BATCH_ROWS && !builders.iter().any(ColumnBuilder::is_full) {
-            if !self.next_row()? {
-                self.done = true;
-                break;
+        let first_line = *line + 1;
+        while n < READ_BATCH_ROWS && *pos < bytes.len() && !builders.iter().any(ColumnBuilder::is_full) {
+            if !self.split_row(bytes, last, pos, line, row)? {
+                return Ok(None);
             }
-            if self.fields.len() != self.map.len() {
-                return Err(self.bad(format!("expected {} fields, found {}", self.map.len(), self.fields.len())));
+            if row.fields.len() != self.map.len() {
+                return Err(self.bad(*line, format!("expected {} fields, found {}", self.map.len(), row.fields.len())));
             }
-            for (k, f) in self.fields.iter().enumerate() {
+            for (k, f) in row.fields.iter().enumerate() {
                 let c = self.map[k];
-                let text = &self.scratch[f.start..f.end];
+                let text = &row.bytes[f.start..f.end];
                 let b = &mut builders[c];
                 let res = if f.null || (self.csv && !f.quoted && text.is_empty() && !b.is_bytes()) {
                     if f.null || fields[c].is_nullable() { b.push_null() } else { b.push_text(b"0") }
@@ -545,27 +576,190 @@ impl<R: BufRead> TextReader<R> {
                 } else {
                     b.push_bytes(text)
                 };
-                res.map_err(|m| {
-                    corrupt(&self.opts.source, format!("line {}, column {} ({}): {m}", self.lines, c + 1, fields[c].name()))
-                })?;
+                res.map_err(|m| corrupt(&self.source, format!("line {line}, column {} ({}): {m}", c + 1, fields[c].name())))?;
             }
             for (c, b) in builders.iter_mut().enumerate() {
-                if !filled[c] {
-                    b.push_null().map_err(|m| corrupt(&self.opts.source, m))?;
+                if !self.filled[c] {
+                    b.push_null().map_err(|m| corrupt(&self.source, m))?;
                 }
             }
             n += 1;
         }
-        if n == 0 {
-            return Ok(None);
-        }
         let mut cols = Vec::with_capacity(builders.len());
         for (c, b) in builders.iter_mut().enumerate() {
             cols.push(b.finish().map_err(|(r, m)| {
-                corrupt(&self.opts.source, format!("row {} of lines {first_line}.., column {} ({}): {m}", r + 1, c + 1, fields[c].name()))
+                corrupt(&self.source, format!("row {} of lines {first_line}.., column {} ({}): {m}", r + 1, c + 1, fields[c].name()))
             })?);
         }
         Ok(Some(RecordBatch::try_new(self.schema.clone(), cols)?))
+    }
+}
+
+/// What parsing one chunk gave.
+struct Chunk {
+    /// Its batches in order; an error is last.
+    batches: Vec<Result<RecordBatch>>,
+    /// The chunk ends inside a quoted CSV field: quote parity cut it where the grammar
+    /// does not end a row (a quote inside an unquoted field), so it is read again.
+    cut_in_quotes: bool,
+}
+
+/// Reads TabSeparated or CSV rows into batches of the target schema.
+///
+/// Parallel parsing (as ClickHouse's `input_format_parallel_parsing`): the input is read in
+/// chunks of whole rows (1-4 MiB, cut after the last row that ends in them), one chunk
+/// per thread of the current rayon pool is parsed at a time, each on its own thread, and
+/// their batches come out in input order. A chunk's batches end at the chunk (so batches
+/// may hold fewer than [`READ_BATCH_ROWS`] rows). The first error ends the input: every
+/// whole batch before it comes out first, then the error, as when reading row by row.
+pub struct TextReader<R: BufRead> {
+    src: R,
+    rows: Rows,
+    /// Input read and not yet parsed; starts at a row boundary.
+    buf: Vec<u8>,
+    /// Lines before `buf` (the header included).
+    lines: u64,
+    /// Bytes a chunk takes: about [`READ_BATCH_ROWS`] rows at the rows' length so far.
+    chunk_bytes: usize,
+    /// Batches parsed and not yet returned, in input order (an error is last).
+    ready: VecDeque<Result<RecordBatch>>,
+    /// CSV chunks are cut by the grammar, not by quote parity (see [`rows_end`]): after
+    /// parity cut a quoted field once.
+    exact: bool,
+    eof: bool,
+    done: bool,
+}
+
+impl<R: BufRead> TextReader<R> {
+    /// Reads the header line (if `format` has one) and matches it to `opts.schema`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for header names the target lacks, or target columns the
+    /// header lacks that are not nullable; [`Error::Io`].
+    pub fn new(format: Format, src: R, opts: &ReadOptions) -> Result<Self> {
+        let schema = opts.schema.clone().expect("checked by reader()");
+        let csv = matches!(format, Format::Csv | Format::CsvWithNames);
+        let n = schema.fields().len();
+        let rows = Rows { source: opts.source.clone(), csv, map: (0..n).collect(), filled: vec![true; n], schema };
+        let mut r = TextReader {
+            src,
+            rows,
+            buf: Vec::new(),
+            lines: 0,
+            chunk_bytes: MIN_CHUNK_BYTES,
+            ready: VecDeque::new(),
+            exact: false,
+            eof: false,
+            done: false,
+        };
+        if matches!(format, Format::CsvWithNames | Format::TabSeparatedWithNames) {
+            let end = r.read_rows(1, true)?;
+            if end == 0 {
+                r.done = true;
+                return Ok(r);
+            }
+            let (mut pos, mut row) = (0, RowScratch::default());
+            r.rows.split_row(&r.buf[..end], true, &mut pos, &mut r.lines, &mut row)?;
+            r.buf.drain(..pos);
+            let mut map = Vec::new();
+            for f in &row.fields {
+                let name = String::from_utf8_lossy(&row.bytes[f.start..f.end]).into_owned();
+                let fields = r.rows.schema.fields();
+                let c = fields.iter().position(|t| t.name() == &name)
+                    .or_else(|| fields.iter().position(|t| t.name().eq_ignore_ascii_case(&name)))
+                    .ok_or_else(|| Error::InvalidArgument(format!(
+                        "{}: the header names column {name} that the table does not have", opts.source.display()
+                    )))?;
+                map.push(c);
+            }
+            for (c, f) in r.rows.schema.fields().iter().enumerate() {
+                if !map.contains(&c) && !f.is_nullable() {
+                    return Err(Error::InvalidArgument(format!(
+                        "{}: the header lacks column {} ({}), which is not nullable",
+                        opts.source.display(),
+                        c + 1,
+                        f.name()
+                    )));
+                }
+            }
+            r.rows.filled = (0..n).map(|c| map.contains(&c)).collect();
+            r.rows.map = map;
+        }
+        Ok(r)
+    }
+
+    /// Reads input until `buf` holds at least `want` bytes with a row ending in them, or
+    /// the input ends; returns where `buf`'s whole rows end (all of it at the end of input),
+    /// found as [`rows_end`] does (`exact`).
+    fn read_rows(&mut self, want: usize, exact: bool) -> Result<usize> {
+        let mut want = want;
+        loop {
+            while !self.eof && self.buf.len() < want {
+                let got = self.src.fill_buf().map_err(|e| crate::in_err(&self.rows.source, e))?;
+                if got.is_empty() {
+                    self.eof = true;
+                    break;
+                }
+                let n = got.len();
+                self.buf.extend_from_slice(got);
+                self.src.consume(n);
+            }
+            if self.eof {
+                return Ok(self.buf.len());
+            }
+            if let Some(end) = rows_end(&self.buf, self.rows.csv, exact) {
+                return Ok(end);
+            }
+            // A row longer than the chunk: read twice as much before looking again.
+            want = self.buf.len() * 2;
+        }
+    }
+
+    /// Parses the next chunks, one per thread of the rayon pool, into `ready`; `false` at
+    /// the end of input.
+    fn fill(&mut self) -> Result<bool> {
+        // (bytes, lines before them, whether the input ends with them)
+        let mut chunks: Vec<(Vec<u8>, u64, bool)> = Vec::new();
+        while chunks.len() < rayon::current_num_threads().max(1) {
+            let end = self.read_rows(self.chunk_bytes, self.exact)?;
+            if end == 0 {
+                break;
+            }
+            let rest = self.buf.split_off(end);
+            let chunk = std::mem::replace(&mut self.buf, rest);
+            let lines = line_count(&chunk);
+            // About a batch of rows per chunk, within the bounds.
+            let per_line = chunk.len() / (lines as usize).max(1);
+            self.chunk_bytes = (per_line * READ_BATCH_ROWS).clamp(MIN_CHUNK_BYTES, MAX_CHUNK_BYTES);
+            chunks.push((chunk, self.lines, self.eof && self.buf.is_empty()));
+            self.lines += lines;
+        }
+        let rows = &self.rows;
+        let parse = |(bytes, first, last): &(Vec<u8>, u64, bool)| rows.parse_chunk(bytes, *first, *last);
+        let parsed: Vec<Chunk> = if chunks.len() > 1 {
+            use rayon::prelude::*;
+            chunks.par_iter().map(parse).collect()
+        } else {
+            chunks.iter().map(parse).collect()
+        };
+        for (k, chunk) in parsed.into_iter().enumerate() {
+            if chunk.cut_in_quotes {
+                // Parity cut this chunk inside a quoted field: the rows from its start are
+                // read again, cut by the grammar from now on.
+                self.exact = true;
+                self.lines = chunks[k].1;
+                let mut again: Vec<u8> = chunks.drain(k..).flat_map(|(bytes, _, _)| bytes).collect();
+                again.append(&mut self.buf);
+                self.buf = again;
+                return Ok(true);
+            }
+            let failed = chunk.batches.last().is_some_and(|b| b.is_err());
+            self.ready.extend(chunk.batches);
+            if failed {
+                break;
+            }
+        }
+        Ok(!chunks.is_empty())
     }
 }
 
@@ -576,12 +770,22 @@ impl<R: BufRead> Iterator for TextReader<R> {
         if self.done {
             return None;
         }
-        match self.read_batch() {
-            Ok(Some(b)) => Some(Ok(b)),
-            Ok(None) => None,
-            Err(e) => {
-                self.done = true;
-                Some(Err(e))
+        loop {
+            match self.ready.pop_front() {
+                Some(Ok(b)) => return Some(Ok(b)),
+                Some(Err(e)) => {
+                    self.done = true;
+                    self.ready.clear();
+                    return Some(Err(e));
+                }
+                None => match self.fill() {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        self.done = true;
+                        return None;
+                    }
+                    Err(e) => self.ready.push_back(Err(e)),
+                },
             }
         }
     }
@@ -589,7 +793,7 @@ impl<R: BufRead> Iterator for TextReader<R> {
 
 impl<R: BufRead + Send> BatchReader for TextReader<R> {
     fn schema(&self) -> SchemaRef {
-        self.schema.clone()
+        self.rows.schema.clone()
     }
 }
 
