@@ -136,6 +136,11 @@ impl<K: GroupKey> GroupTable<K> {
         self.keys.len()
     }
 
+    /// Groups the table holds without growing its slots.
+    pub(crate) fn capacity(&self) -> usize {
+        self.slots.len() / 4 * 3
+    }
+
     /// Bytes held by keys (inline part and heap), hashes, slots and states.
     pub(crate) fn memory_size(&self) -> usize {
         self.keys.capacity() * std::mem::size_of::<K>()
@@ -504,8 +509,9 @@ impl<K: GroupKey> GroupTable<K> {
         Ok(())
     }
 
-    /// Room for `n` more groups without growing.
-    fn reserve(&mut self, n: usize) {
+    /// Room for `n` more groups without growing: the slots are rebuilt once for them
+    /// (when more are needed) and the keys, hashes and states reserved.
+    pub(crate) fn reserve(&mut self, n: usize) {
         self.keys.reserve(n);
         self.hashes.reserve(n);
         for a in &mut self.accs {

@@ -522,16 +522,16 @@ impl<K: GroupKey> Partial<K> {
         Ok(())
     }
 
-    /// Hands the state to `write` as runs, a radix partition at a time (its number and the
-    /// run's bytes: the partition's groups, [`TABLE_RUN`], and its scattered rows as they
-    /// are, [`ROWS_RUN`]: the scatter path does not aggregate before the final phase, on disk
+    /// Hands the state to `write` as runs, a radix partition at a time (its number, the
+    /// run's bytes and how many groups or rows they hold: the partition's groups,
+    /// [`TABLE_RUN`], and its scattered rows as they are, [`ROWS_RUN`]: the scatter path does not aggregate before the final phase, on disk
     /// either), and leaves the partial empty in its current state, the radix buffers'
     /// capacity kept: what a worker writes to disk when it spills. Keys are not copied:
     /// `write` runs while the morsels scattered keys borrow are alive.
     pub(crate) fn spill_partitions(
         &mut self,
         new_accs: &impl Fn() -> Vec<Accumulator>,
-        mut write: impl FnMut(usize, &[u8]) -> Result<()>,
+        mut write: impl FnMut(usize, &[u8], usize) -> Result<()>,
     ) -> Result<()> {
         let empty = || GroupTable::new(new_accs(), 0);
         let mut buf = Vec::new();
@@ -540,12 +540,13 @@ impl<K: GroupKey> Partial<K> {
                 buf.clear();
                 buf.push(TABLE_RUN);
                 t.encode(&mut buf);
-                write(p, &buf)?;
+                write(p, &buf, t.len())?;
             }
             if let Some(rows) = rows.filter(|r| r.len() > 0) {
+                let n = rows.len();
                 buf.clear();
                 rows.encode_and_clear(&mut buf);
-                write(p, &buf)?;
+                write(p, &buf, n)?;
             }
             Ok(())
         };
@@ -783,21 +784,31 @@ impl Scratch {
 }
 
 /// The runs the workers of one query spilled: their files, and per radix partition where
-/// its runs are (file index, run).
+/// its runs are.
 #[derive(Debug, Default)]
 pub(crate) struct Spilled {
     files: Vec<SpillFile>,
-    runs: Vec<Vec<(usize, Run)>>,
+    runs: Vec<Vec<SpilledRun>>,
+}
+
+/// One spilled run of a partition: its file (an index into [`Spilled`]'s), where it lies,
+/// and the groups or rows it holds.
+#[derive(Debug, Clone, Copy)]
+struct SpilledRun {
+    file: usize,
+    run: Run,
+    items: usize,
 }
 
 impl Spilled {
-    /// Adds a worker's file and its runs per partition (`runs[p]`).
-    pub(crate) fn add(&mut self, file: SpillFile, runs: Vec<Vec<Run>>) {
+    /// Adds a worker's file and its runs per partition (`runs[p]`: each run and the
+    /// groups or rows it holds).
+    pub(crate) fn add(&mut self, file: SpillFile, runs: Vec<Vec<(Run, usize)>>) {
         let f = self.files.len();
         self.files.push(file);
         self.runs.resize_with(PARTITIONS, Vec::new);
         for (p, rs) in runs.into_iter().enumerate() {
-            self.runs[p].extend(rs.into_iter().map(|r| (f, r)));
+            self.runs[p].extend(rs.into_iter().map(|(run, items)| SpilledRun { file: f, run, items }));
         }
     }
 
@@ -821,7 +832,7 @@ impl Spilled {
 struct PartitionInput<K> {
     tables: Vec<GroupTable<K>>,
     rows: Vec<Scattered<K>>,
-    runs: Vec<(usize, Run)>,
+    runs: Vec<SpilledRun>,
 }
 
 /// Final phase over radix partitions: builds each non-empty partition's final table (from
@@ -890,6 +901,7 @@ pub(crate) fn finalize_partitioned<K: GroupKey, R: Send>(
             let mut arena = KeyArena::default();
             let input_bytes = input.tables.iter().map(|t| t.memory_size()).sum::<usize>()
                 + input.rows.iter().map(|r| r.memory_size()).sum::<usize>();
+            let input_items = input.tables.iter().map(|t| t.len()).sum::<usize>() + input.rows.iter().map(|r| r.len()).sum::<usize>();
             let mut f = if input.rows.is_empty() && !input.tables.is_empty() {
                 // Merge into the largest partial: fewest inserts.
                 let big = (0..input.tables.len()).max_by_key(|&i| input.tables[i].len()).unwrap_or(0);
@@ -916,8 +928,25 @@ pub(crate) fn finalize_partitioned<K: GroupKey, R: Send>(
             query.shrink(input_bytes);
             // The arena is still empty here: only keys read back from runs go into it.
             let mut accounted = f.memory_size();
-            for &(file, run) in &input.runs {
+            // Groups or rows merged so far, and in the runs still to come.
+            let mut seen = input_items;
+            let mut ahead: usize = input.runs.iter().map(|r| r.items).sum();
+            for &SpilledRun { file, run, items } in &input.runs {
                 query.check_cancelled()?;
+                // Room for the groups the runs ahead will add, at the rate of new groups per
+                // item merged so far (with nothing merged yet, this run's items): rows all
+                // distinct (Q33) take one reservation instead of a slot rebuild and copies
+                // at every doubling; repeated keys reserve little.
+                let expect = match seen {
+                    0 => f.len() + items,
+                    _ => f.len() + (ahead as u128 * f.len() as u128 / seen as u128) as usize,
+                };
+                if expect > f.capacity() {
+                    f.reserve(expect - f.len());
+                    query.resize(&mut accounted, f.memory_size() + arena.memory_size(), "GROUP BY merge of spilled partitions")?;
+                }
+                seen += items;
+                ahead -= items;
                 let bytes = spilled.files[file].read(run)?;
                 query.grow(bytes.len(), "GROUP BY merge of spilled partitions")?;
                 let merged = match bytes.split_first() {

@@ -319,7 +319,7 @@ struct Worker<K> {
     /// External GROUP BY: this worker's temporary file, its runs per radix partition, and
     /// how many times it spilled.
     spill: Option<SpillFile>,
-    runs: Vec<Vec<Run>>,
+    runs: Vec<Vec<(Run, usize)>>,
     spills: usize,
 }
 
@@ -360,8 +360,8 @@ impl<K: GroupKey> Worker<K> {
             self.runs = vec![Vec::new(); PARTITIONS];
         }
         let (file, runs) = (self.spill.as_mut().expect("created above"), &mut self.runs);
-        self.table.spill_partitions(new_accs, |p, run| {
-            runs[p].push(file.append(run, ctx.query)?);
+        self.table.spill_partitions(new_accs, |p, run, items| {
+            runs[p].push((file.append(run, ctx.query)?, items));
             Ok(())
         })?;
         self.table.shrink_buffers(keep_rows);
