@@ -78,7 +78,7 @@ pub(crate) fn read_varuint(r: &mut impl BufRead) -> io::Result<Option<u64>> {
 /// The VarUInt at the start of `buf` and its length in bytes, if `buf` holds all of it
 /// (and it is at most 10 bytes).
 #[inline(always)]
-fn varuint_at(buf: &[u8]) -> Option<(u64, usize)> {
+pub(crate) fn varuint_at(buf: &[u8]) -> Option<(u64, usize)> {
     let mut v = 0u64;
     for (i, &byte) in buf.iter().take(10).enumerate() {
         v |= u64::from(byte & 0x7f) << (7 * i);

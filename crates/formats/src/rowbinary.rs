@@ -21,7 +21,7 @@ use tessera_common::{Error, Result};
 
 use crate::builder::ColumnBuilder;
 use crate::chtype::{self, Wire};
-use crate::native::{FixedBytes, fixed_bytes, layouts, put_string, put_varuint, read_string, read_varuint, StrView};
+use crate::native::{FixedBytes, fixed_bytes, layouts, put_string, put_varuint, read_string, read_varuint, varuint_at, StrView};
 use crate::{BatchReader, BatchWriter, Format, READ_BATCH_ROWS, ReadOptions, corrupt, out_err};
 
 /// Writes batches as RowBinary rows (after the header of the `WithNames` variants).
@@ -252,6 +252,37 @@ impl<R: BufRead> RowBinaryReader<R> {
             .collect::<Result<Vec<_>>>()?;
         let mut n = 0;
         'rows: while n < READ_BATCH_ROWS && !builders.iter().any(ColumnBuilder::is_full) {
+            if !self.cols.is_empty() {
+                // As many whole rows as the reader's buffer holds, parsed in place.
+                let buf = match self.src.fill_buf() {
+                    Ok(b) => b,
+                    Err(e) => return Err(self.io(0, e)),
+                };
+                let (mut pos, mut parsed, mut failed) = (0, 0, None);
+                while n + parsed < READ_BATCH_ROWS {
+                    let Some(len) = row_len(&buf[pos..], &self.cols) else { break };
+                    if let Err(e) = push_row(&buf[pos..pos + len], &self.cols, &mut builders) {
+                        failed = Some(e);
+                        break;
+                    }
+                    pos += len;
+                    parsed += 1;
+                    if builders.iter().any(ColumnBuilder::is_full) {
+                        break;
+                    }
+                }
+                self.src.consume(pos);
+                n += parsed;
+                self.rows += parsed as u64;
+                if let Some((c, m)) = failed {
+                    return Err(self.err(c, m));
+                }
+                if parsed > 0 {
+                    continue;
+                }
+            }
+            // A row across the buffer's end, the end of input, or an error to report: a
+            // value at a time.
             for c in 0..self.cols.len() {
                 if c == 0 {
                     let at_end = match self.src.fill_buf() {
@@ -318,6 +349,67 @@ impl<R: BufRead> RowBinaryReader<R> {
             other => other,
         })
     }
+}
+
+/// The length of the row at the start of `buf` if all of it is there, its null flags are
+/// 0 or 1 and its strings at most 1 GiB (else the value-at-a-time path reads it and says
+/// what is wrong).
+#[inline]
+fn row_len(buf: &[u8], cols: &[InCol]) -> Option<usize> {
+    let mut pos = 0;
+    for col in cols {
+        if col.nullable {
+            match *buf.get(pos)? {
+                0 => pos += 1,
+                1 => {
+                    pos += 1;
+                    continue;
+                }
+                _ => return None,
+            }
+        }
+        pos += match col.wire.width() {
+            Some(w) => w,
+            None => {
+                let (n, k) = varuint_at(buf.get(pos..)?)?;
+                if n > 1 << 30 {
+                    return None;
+                }
+                k + n as usize
+            }
+        };
+        if pos > buf.len() {
+            return None;
+        }
+    }
+    Some(pos)
+}
+
+/// Appends the values of one whole row (`buf` is exactly the row, checked by [`row_len`])
+/// to `builders`; `(column, message)` for a value its column refuses.
+#[inline]
+fn push_row(buf: &[u8], cols: &[InCol], builders: &mut [ColumnBuilder]) -> std::result::Result<(), (usize, String)> {
+    let mut pos = 0;
+    for (c, (col, b)) in cols.iter().zip(builders.iter_mut()).enumerate() {
+        if col.nullable {
+            pos += 1;
+            if buf[pos - 1] == 1 {
+                b.push_null().map_err(|m| (c, m))?;
+                continue;
+            }
+        }
+        let len = match col.wire.width() {
+            Some(w) => w,
+            None => {
+                let (n, k) = varuint_at(&buf[pos..]).expect("checked by row_len");
+                pos += k;
+                n as usize
+            }
+        };
+        b.push_wire(col.wire, &buf[pos..pos + len]).map_err(|m| (c, m))?;
+        pos += len;
+    }
+    Ok(())
 }
 
 /// `schema` with Binary fields as Utf8.
