@@ -524,8 +524,8 @@ impl<K: GroupKey> Partial<K> {
 
     /// Hands the state to `write` as runs, a radix partition at a time (its number, the
     /// run's bytes and how many groups or rows they hold: the partition's groups,
-    /// [`TABLE_RUN`], and its scattered rows as they are, [`ROWS_RUN`]: the scatter path does not aggregate before the final phase, on disk
-    /// either), and leaves the partial empty in its current state, the radix buffers'
+    /// [`TABLE_RUN`], and its scattered rows as they are, [`ROWS_RUN`]: the scatter path
+    /// does not aggregate before the final phase, on disk either), and leaves the partial empty in its current state, the radix buffers'
     /// capacity kept: what a worker writes to disk when it spills. Keys are not copied:
     /// `write` runs while the morsels scattered keys borrow are alive.
     pub(crate) fn spill_partitions(
@@ -934,13 +934,11 @@ pub(crate) fn finalize_partitioned<K: GroupKey, R: Send>(
             for &SpilledRun { file, run, items } in &input.runs {
                 query.check_cancelled()?;
                 // Room for the groups the runs ahead will add, at the rate of new groups per
-                // item merged so far (with nothing merged yet, this run's items): rows all
-                // distinct (Q33) take one reservation instead of a slot rebuild and copies
-                // at every doubling; repeated keys reserve little.
-                let expect = match seen {
-                    0 => f.len() + items,
-                    _ => f.len() + (ahead as u128 * f.len() as u128 / seen as u128) as usize,
-                };
+                // item merged so far: rows all distinct (Q33) take one reservation instead of
+                // a slot rebuild and copies at every doubling; repeated keys reserve little.
+                // Nothing merged yet (no partition in memory): the first run grows the table
+                // as it goes, since its rows may repeat keys.
+                let expect = (ahead as u128 * f.len() as u128 / seen.max(1) as u128) as usize + f.len();
                 if expect > f.capacity() {
                     f.reserve(expect - f.len());
                     query.resize(&mut accounted, f.memory_size() + arena.memory_size(), "GROUP BY merge of spilled partitions")?;
