@@ -522,18 +522,36 @@ impl<K: GroupKey> Partial<K> {
         Ok(())
     }
 
+    /// Bytes each radix partition holds (its table, or its share of the frozen one, and its
+    /// scattered rows): what writing it to disk frees; `None` while the state is one table
+    /// (not partitioned, or of fixed groups).
+    pub(crate) fn partition_bytes(&self) -> Option<Vec<usize>> {
+        match self {
+            Partial::Single(_) | Partial::Fixed(_) => None,
+            Partial::Two(parts) => Some(parts.iter().map(|t| t.memory_size()).collect()),
+            Partial::Scatter { frozen, parts, flushed, .. } => {
+                let table = |p: usize| flushed.get(p).map_or(frozen.memory_size() / PARTITIONS, |t| t.memory_size());
+                Some(parts.iter().enumerate().map(|(p, r)| table(p) + r.memory_size()).collect())
+            }
+        }
+    }
+
     /// Hands the state to `write` as runs, a radix partition at a time (its number, the
     /// run's bytes and how many groups or rows they hold: the partition's groups,
     /// [`TABLE_RUN`], and its scattered rows as they are, [`ROWS_RUN`]: the scatter path
-    /// does not aggregate before the final phase, on disk either), and leaves the partial empty in its current state, the radix buffers'
-    /// capacity kept: what a worker writes to disk when it spills. Keys are not copied:
-    /// `write` runs while the morsels scattered keys borrow are alive.
+    /// does not aggregate before the final phase, on disk either), and leaves those
+    /// partitions empty, the radix buffers' capacity kept: what a worker writes to disk when
+    /// it spills. `select[p]` says which partitions go (`None`: all; a single table is
+    /// split and written whole). Keys are not copied: `write` runs while the morsels
+    /// scattered keys borrow are alive.
     pub(crate) fn spill_partitions(
         &mut self,
         new_accs: &impl Fn() -> Vec<Accumulator>,
+        select: Option<&[bool]>,
         mut write: impl FnMut(usize, &[u8], usize) -> Result<()>,
     ) -> Result<()> {
         let empty = || GroupTable::new(new_accs(), 0);
+        let goes = |p: usize| select.is_none_or(|s| s[p]);
         let mut buf = Vec::new();
         let mut table = |p: usize, t: &GroupTable<K>, rows: Option<&mut Scattered<K>>| -> Result<()> {
             if t.len() > 0 {
@@ -559,7 +577,7 @@ impl<K: GroupKey> Partial<K> {
                 }
             }
             Partial::Two(parts) => {
-                for (p, t) in parts.iter_mut().enumerate() {
+                for (p, t) in parts.iter_mut().enumerate().filter(|(p, _)| goes(*p)) {
                     table(p, &std::mem::replace(t, empty()), None)?;
                 }
             }
@@ -567,9 +585,19 @@ impl<K: GroupKey> Partial<K> {
                 // The frozen table is small (at most the two-level threshold's groups).
                 let tables =
                     if flushed.is_empty() { std::mem::replace(frozen, empty()).split(new_accs) } else { std::mem::take(flushed) };
+                let mut kept = Vec::with_capacity(if select.is_some() { PARTITIONS } else { 0 });
                 for (p, (t, rows)) in tables.into_iter().zip(parts.iter_mut()).enumerate() {
-                    table(p, &t, Some(rows))?;
+                    if goes(p) {
+                        table(p, &t, Some(rows))?;
+                        if select.is_some() {
+                            kept.push(empty());
+                        }
+                    } else {
+                        kept.push(t);
+                    }
                 }
+                // The partitions kept go on as flushed tables (the frozen one is split).
+                *flushed = kept;
             }
         }
         Ok(())

@@ -321,6 +321,8 @@ struct Worker<K> {
     spill: Option<SpillFile>,
     runs: Vec<Vec<(Run, usize)>>,
     spills: usize,
+    /// `rows_in` at the last spill.
+    rows_at_spill: usize,
 }
 
 impl<K: GroupKey> Worker<K> {
@@ -350,29 +352,85 @@ impl<K: GroupKey> Worker<K> {
         self.accounted + self.arena_accounted + self.retained_bytes
     }
 
-    /// External GROUP BY: writes every group to the worker's temporary file, one run per
-    /// radix partition, and empties the tables, the key arena and the retained morsels.
-    /// `keep_rows`: the radix buffers keep room for about that many rows.
-    fn spill(&mut self, ctx: &Ctx<'_>, new_accs: &impl Fn() -> Vec<Accumulator>, keep_rows: usize) -> Result<()> {
+    /// Writes the radix partitions `select` says (`None`: all) to the worker's temporary
+    /// file (created on first use), a run each, noting where.
+    fn write_partitions(&mut self, ctx: &Ctx<'_>, new_accs: &impl Fn() -> Vec<Accumulator>, select: Option<&[bool]>) -> Result<()> {
         if self.spill.is_none() {
             let lz4 = ctx.settings.temporary_files_codec == TemporaryFilesCodec::Lz4;
             self.spill = Some(SpillFile::create(&ctx.settings.temporary_directory(), lz4)?);
             self.runs = vec![Vec::new(); PARTITIONS];
         }
         let (file, runs) = (self.spill.as_mut().expect("created above"), &mut self.runs);
-        self.table.spill_partitions(new_accs, |p, run, items| {
+        self.table.spill_partitions(new_accs, select, |p, run, items| {
             runs[p].push((file.append(run, ctx.query)?, items));
             Ok(())
         })?;
+        self.spills += 1;
+        Ok(())
+    }
+
+    /// External GROUP BY: writes every group to the worker's temporary file, one run per
+    /// radix partition, and empties the tables, the key arena and the retained morsels.
+    /// `keep_rows`: the radix buffers keep room for about that many rows.
+    fn spill(&mut self, ctx: &Ctx<'_>, new_accs: &impl Fn() -> Vec<Accumulator>, keep_rows: usize) -> Result<()> {
+        self.write_partitions(ctx, new_accs, None)?;
         self.table.shrink_buffers(keep_rows);
         // Nothing points into the arena or the retained morsels any more: the tables that
         // did are written and dropped, the radix buffers were drained.
         self.scratch.arena = KeyArena::default();
         self.retained.clear();
         ctx.query.shrink(std::mem::take(&mut self.retained_bytes));
-        self.spills += 1;
         ctx.query.resize(&mut self.arena_accounted, 0, "GROUP BY string keys")?;
         ctx.query.resize(&mut self.accounted, self.table.memory_size(), self.table.operator())
+    }
+
+    /// External GROUP BY, a part at a time: writes the largest radix partitions until the
+    /// state is down to `target` bytes, the others going on aggregating in memory, so that
+    /// a worker whose state passes its limit late in its input writes what the rest of its
+    /// input needs room for, not all of it (DuckDB's radix-partitioned aggregation also
+    /// spills partitions one by one). Scattered rows are aggregated first when they borrow morsels, which can then
+    /// be let go. `false`, nothing written, when the state is one table or what spilling
+    /// cannot free (the key arena kept partitions point into, the radix buffers) passes
+    /// `target` by itself: [`Worker::spill`] then writes everything.
+    fn spill_some(
+        &mut self,
+        ctx: &Ctx<'_>,
+        new_accs: &impl Fn() -> Vec<Accumulator>,
+        target: usize,
+        keep_rows: usize,
+    ) -> Result<bool> {
+        if self.table.partition_bytes().is_none() {
+            return Ok(false);
+        }
+        if !self.retained.is_empty() {
+            self.flushes += 1;
+            self.table.flush(&mut self.scratch.arena, new_accs, &mut self.gids, ctx.kern)?;
+            self.retained.clear();
+            ctx.query.shrink(std::mem::take(&mut self.retained_bytes));
+            ctx.query.resize(&mut self.accounted, self.table.memory_size(), self.table.operator())?;
+            ctx.query.resize(&mut self.arena_accounted, self.scratch.arena.memory_size(), "GROUP BY string keys")?;
+        }
+        let Some(bytes) = self.table.partition_bytes() else { return Ok(false) };
+        let total: usize = bytes.iter().sum();
+        let fixed = self.state_bytes().saturating_sub(total);
+        if fixed >= target / 2 {
+            return Ok(false);
+        }
+        let mut order: Vec<usize> = (0..bytes.len()).collect();
+        order.sort_unstable_by_key(|&p| std::cmp::Reverse(bytes[p]));
+        let mut select = vec![false; bytes.len()];
+        let mut left = total;
+        for p in order {
+            if fixed + left <= target {
+                break;
+            }
+            select[p] = true;
+            left -= bytes[p];
+        }
+        self.write_partitions(ctx, new_accs, Some(&select))?;
+        self.table.shrink_buffers(keep_rows);
+        ctx.query.resize(&mut self.accounted, self.table.memory_size(), self.table.operator())?;
+        Ok(true)
     }
 }
 
@@ -432,6 +490,7 @@ where
             spill: None,
             runs: Vec::new(),
             spills: 0,
+            rows_at_spill: 0,
         },
         |w: &mut Worker<K>, m| {
             let len = chunk_lens[m];
@@ -536,7 +595,18 @@ where
                 && w.state_bytes() > limit
                 && !matches!(w.table, Partial::Fixed(_))
             {
-                w.spill(ctx, &new_accs, limit / 2 / row_bytes)?;
+                let keep_rows = limit / 2 / row_bytes;
+                // The bytes this worker's rows still to come will add: its morsels' rate of
+                // rows so far, the state's rate of bytes per row since its last spill.
+                let left = chunk_lens.len().saturating_sub(m + 1) / ctx.settings.max_threads.max(1) * (w.rows_in / w.morsels);
+                let since = (w.rows_in - w.rows_at_spill).max(1);
+                let growth = (w.state_bytes() as u128 * left as u128 / since as u128) as usize;
+                // Late in its input (the rest fits in half the limit), the worker writes the
+                // largest partitions until the rest has room; else everything.
+                if growth >= limit / 2 || !w.spill_some(ctx, &new_accs, limit - growth, keep_rows)? {
+                    w.spill(ctx, &new_accs, keep_rows)?;
+                }
+                w.rows_at_spill = w.rows_in;
             }
             Ok(())
         },
