@@ -87,6 +87,21 @@ fn database() -> Database {
     db
 }
 
+/// The rows of [`database`] in an on-disk table (granules of 1,024 rows, block cache off):
+/// its morsels are streamed, so scattered string keys borrow them and are aggregated into
+/// per-partition tables as the worker goes (flushes), the path a spill of Q19 from disk
+/// takes.
+fn disk_database(dir: &Path) -> Database {
+    let mem = database();
+    let batches = mem.sql("SELECT * FROM t").unwrap();
+    let disk = Database::open(dir).unwrap();
+    let schema = batches[0].schema();
+    disk.create_table("t", schema, tessera::TableOptions { granule_rows: 1024, ..Default::default() }).unwrap();
+    disk.insert("t", &batches).unwrap();
+    disk.set_block_cache_size(0);
+    disk
+}
+
 /// One query per key layout (and the NULL / non-scatterable paths), each ordered by all its
 /// keys so that the answer is fully defined, plus top-N shapes.
 const QUERIES: &[&str] = &[
@@ -165,32 +180,35 @@ const SORTS: &[&str] = &[
 /// A worker whose state passes its limit late in its input writes only its largest
 /// partitions and keeps aggregating the others in memory: with limits swept from an eighth
 /// of the in-memory state to all of it (so spills come at every point of the input, whole
-/// or partial), every layout's answer equals the in-memory one, on 1 and 3 threads.
+/// or partial), every layout's answer equals the in-memory one, on 1 and 3 threads, from
+/// memory and from an on-disk table.
 #[test]
 fn late_partial_spills_equal_in_memory_for_every_layout() {
-    let db = database();
+    let dir = tempfile::tempdir().unwrap();
     let tmp = tempfile::tempdir().unwrap();
-    for sql in QUERIES {
-        for threads in [1, 3] {
-            let mut base = settings(threads);
-            base.max_bytes_ratio_before_external_group_by = 0.0;
-            base.max_server_memory_usage = 0;
-            base.group_by_two_level_threshold = 256;
-            let (want, profile) = db.sql_profiled(sql, Some(&base)).unwrap();
-            assert_eq!(profile.spills, 0, "{sql}");
-            let want = format!("{want:?}");
-            let mut spilled = 0;
-            for eighths in 1..=8 {
-                let mut s = base.clone();
-                s.max_bytes_before_external_group_by = (profile.hash_table_bytes * eighths / 8).max(1) as u64;
-                s.tmp_path = Some(tmp.path().to_path_buf());
-                let case = format!("{sql} / {threads} threads, limit {eighths}/8 of the state");
-                let (got, p) = db.sql_profiled(sql, Some(&s)).unwrap_or_else(|e| panic!("{case}: {e}"));
-                assert_eq!(format!("{got:?}"), want, "{case}");
-                spilled += p.spills;
-                assert_no_files(tmp.path());
+    for db in [database(), disk_database(dir.path())] {
+        for sql in QUERIES {
+            for threads in [1, 3] {
+                let mut base = settings(threads);
+                base.max_bytes_ratio_before_external_group_by = 0.0;
+                base.max_server_memory_usage = 0;
+                base.group_by_two_level_threshold = 256;
+                let (want, profile) = db.sql_profiled(sql, Some(&base)).unwrap();
+                assert_eq!(profile.spills, 0, "{sql}");
+                let want = format!("{want:?}");
+                let mut spilled = 0;
+                for eighths in 1..=8 {
+                    let mut s = base.clone();
+                    s.max_bytes_before_external_group_by = (profile.hash_table_bytes * eighths / 8).max(1) as u64;
+                    s.tmp_path = Some(tmp.path().to_path_buf());
+                    let case = format!("{sql} / {threads} threads, limit {eighths}/8 of the state");
+                    let (got, p) = db.sql_profiled(sql, Some(&s)).unwrap_or_else(|e| panic!("{case}: {e}"));
+                    assert_eq!(format!("{got:?}"), want, "{case}");
+                    spilled += p.spills;
+                    assert_no_files(tmp.path());
+                }
+                assert!(spilled > 0, "{sql} / {threads} threads: no limit spilled");
             }
-            assert!(spilled > 0, "{sql} / {threads} threads: no limit spilled");
         }
     }
 }

@@ -399,9 +399,6 @@ impl<K: GroupKey> Worker<K> {
         target: usize,
         keep_rows: usize,
     ) -> Result<bool> {
-        if self.table.partition_bytes().is_none() {
-            return Ok(false);
-        }
         if !self.retained.is_empty() {
             self.flushes += 1;
             self.table.flush(&mut self.scratch.arena, new_accs, &mut self.gids, ctx.kern)?;
