@@ -932,6 +932,7 @@ pub(crate) fn finalize_partitioned<K: GroupKey, R: Send>(
             let mut arena = KeyArena::default();
             let input_bytes = input.tables.iter().map(|t| t.memory_size()).sum::<usize>()
                 + input.rows.iter().map(|r| r.memory_size()).sum::<usize>();
+            // Groups and rows of the pieces in memory.
             let input_items = input.tables.iter().map(|t| t.len()).sum::<usize>() + input.rows.iter().map(|r| r.len()).sum::<usize>();
             let mut f = if input.rows.is_empty() && !input.tables.is_empty() {
                 // Merge into the largest partial: fewest inserts.
@@ -940,9 +941,7 @@ pub(crate) fn finalize_partitioned<K: GroupKey, R: Send>(
             } else {
                 // Room for every row and every group of the pieces (an upper bound on the
                 // groups): the keys, hashes and states never grow by copying.
-                let rows: usize = input.rows.iter().map(|r| r.len()).sum::<usize>()
-                    + input.tables.iter().map(|t| t.len()).sum::<usize>();
-                GroupTable::new(new_accs(), rows)
+                GroupTable::new(new_accs(), input_items)
             };
             let mut gids = Vec::new();
             for mut r in input.rows {

@@ -33,7 +33,7 @@ use crate::{BatchReader, BatchWriter, ReadOptions, corrupt, out_err};
 /// Largest column count, name or type length, and string value accepted on input.
 const MAX_COLUMNS: u64 = 1 << 20;
 const MAX_NAME_BYTES: u64 = 1 << 20;
-const MAX_STRING_BYTES: u64 = 1 << 30;
+pub(crate) const MAX_STRING_BYTES: u64 = 1 << 30;
 /// Largest row count of one block accepted on input (ClickHouse blocks are ~65k rows).
 const MAX_BLOCK_ROWS: u64 = 1 << 31;
 

@@ -21,7 +21,9 @@ use tessera_common::{Error, Result};
 
 use crate::builder::ColumnBuilder;
 use crate::chtype::{self, Wire};
-use crate::native::{FixedBytes, fixed_bytes, layouts, put_string, put_varuint, read_string, read_varuint, varuint_at, StrView};
+use crate::native::{
+    FixedBytes, MAX_STRING_BYTES, StrView, fixed_bytes, layouts, put_string, put_varuint, read_string, read_varuint, varuint_at,
+};
 use crate::{BatchReader, BatchWriter, Format, READ_BATCH_ROWS, ReadOptions, corrupt, out_err};
 
 /// Writes batches as RowBinary rows (after the header of the `WithNames` variants).
@@ -251,6 +253,7 @@ impl<R: BufRead> RowBinaryReader<R> {
             .map(|f| ColumnBuilder::new(f.data_type(), f.is_nullable(), READ_BATCH_ROWS.min(1024)))
             .collect::<Result<Vec<_>>>()?;
         let mut n = 0;
+        let mut spans = Vec::with_capacity(self.cols.len());
         'rows: while n < READ_BATCH_ROWS && !builders.iter().any(ColumnBuilder::is_full) {
             if !self.cols.is_empty() {
                 // As many whole rows as the reader's buffer holds, parsed in place.
@@ -260,8 +263,8 @@ impl<R: BufRead> RowBinaryReader<R> {
                 };
                 let (mut pos, mut parsed, mut failed) = (0, 0, None);
                 while n + parsed < READ_BATCH_ROWS {
-                    let Some(len) = row_len(&buf[pos..], &self.cols) else { break };
-                    if let Err(e) = push_row(&buf[pos..pos + len], &self.cols, &mut builders) {
+                    let Some(len) = row_spans(&buf[pos..], &self.cols, &mut spans) else { break };
+                    if let Err(e) = push_row(&buf[pos..pos + len], &self.cols, &spans, &mut builders) {
                         failed = Some(e);
                         break;
                     }
@@ -312,7 +315,7 @@ impl<R: BufRead> RowBinaryReader<R> {
                         let len = read_varuint(&mut self.src)
                             .and_then(|v| v.ok_or_else(|| io::ErrorKind::UnexpectedEof.into()))
                             .map_err(|e| self.io(c, e))?;
-                        if len > 1 << 30 {
+                        if len > MAX_STRING_BYTES {
                             return Err(self.err(c, format!("string of {len} bytes")));
                         }
                         len as usize
@@ -351,63 +354,61 @@ impl<R: BufRead> RowBinaryReader<R> {
     }
 }
 
-/// The length of the row at the start of `buf` if all of it is there, its null flags are
-/// 0 or 1 and its strings at most 1 GiB (else the value-at-a-time path reads it and says
-/// what is wrong).
+/// Where the values of the row at the start of `buf` lie (`spans[c]`: column `c`'s value
+/// bytes, `None` for a NULL) and the row's length, if all of it is there, its null flags
+/// are 0 or 1 and its strings at most [`MAX_STRING_BYTES`] (else the value-at-a-time path
+/// reads it and says what is wrong).
 #[inline]
-fn row_len(buf: &[u8], cols: &[InCol]) -> Option<usize> {
+fn row_spans(buf: &[u8], cols: &[InCol], spans: &mut Vec<Option<std::ops::Range<usize>>>) -> Option<usize> {
+    spans.clear();
     let mut pos = 0;
     for col in cols {
         if col.nullable {
-            match *buf.get(pos)? {
-                0 => pos += 1,
+            pos += 1;
+            match *buf.get(pos - 1)? {
+                0 => {}
                 1 => {
-                    pos += 1;
+                    spans.push(None);
                     continue;
                 }
                 _ => return None,
             }
         }
-        pos += match col.wire.width() {
-            Some(w) => w,
-            None => {
-                let (n, k) = varuint_at(buf.get(pos..)?)?;
-                if n > 1 << 30 {
-                    return None;
-                }
-                k + n as usize
-            }
-        };
-        if pos > buf.len() {
-            return None;
-        }
-    }
-    Some(pos)
-}
-
-/// Appends the values of one whole row (`buf` is exactly the row, checked by [`row_len`])
-/// to `builders`; `(column, message)` for a value its column refuses.
-#[inline]
-fn push_row(buf: &[u8], cols: &[InCol], builders: &mut [ColumnBuilder]) -> std::result::Result<(), (usize, String)> {
-    let mut pos = 0;
-    for (c, (col, b)) in cols.iter().zip(builders.iter_mut()).enumerate() {
-        if col.nullable {
-            pos += 1;
-            if buf[pos - 1] == 1 {
-                b.push_null().map_err(|m| (c, m))?;
-                continue;
-            }
-        }
         let len = match col.wire.width() {
             Some(w) => w,
             None => {
-                let (n, k) = varuint_at(&buf[pos..]).expect("checked by row_len");
+                let (n, k) = varuint_at(buf.get(pos..)?)?;
+                if n > MAX_STRING_BYTES {
+                    return None;
+                }
                 pos += k;
                 n as usize
             }
         };
-        b.push_wire(col.wire, &buf[pos..pos + len]).map_err(|m| (c, m))?;
+        if pos + len > buf.len() {
+            return None;
+        }
+        spans.push(Some(pos..pos + len));
         pos += len;
+    }
+    Some(pos)
+}
+
+/// Appends the values of one whole row (`buf`, laid out as `spans` says: [`row_spans`]) to
+/// `builders`; `(column, message)` for a value its column refuses.
+#[inline]
+fn push_row(
+    buf: &[u8],
+    cols: &[InCol],
+    spans: &[Option<std::ops::Range<usize>>],
+    builders: &mut [ColumnBuilder],
+) -> std::result::Result<(), (usize, String)> {
+    for (c, ((col, span), b)) in cols.iter().zip(spans).zip(builders.iter_mut()).enumerate() {
+        match span {
+            None => b.push_null(),
+            Some(r) => b.push_wire(col.wire, &buf[r.clone()]),
+        }
+        .map_err(|m| (c, m))?;
     }
     Ok(())
 }

@@ -352,6 +352,18 @@ impl<K: GroupKey> Worker<K> {
         self.accounted + self.arena_accounted + self.retained_bytes
     }
 
+    /// Aggregates the scattered rows into per-partition tables ([`Partial::flush`]), after
+    /// which no key points into a morsel: lets the retained morsels go and accounts the
+    /// tables and the key arena anew.
+    fn flush(&mut self, ctx: &Ctx<'_>, new_accs: &impl Fn() -> Vec<Accumulator>) -> Result<()> {
+        self.flushes += 1;
+        self.table.flush(&mut self.scratch.arena, new_accs, &mut self.gids, ctx.kern)?;
+        self.retained.clear();
+        ctx.query.shrink(std::mem::take(&mut self.retained_bytes));
+        ctx.query.resize(&mut self.accounted, self.table.memory_size(), self.table.operator())?;
+        ctx.query.resize(&mut self.arena_accounted, self.scratch.arena.memory_size(), "GROUP BY string keys")
+    }
+
     /// Writes the radix partitions `select` says (`None`: all) to the worker's temporary
     /// file (created on first use), a run each, noting where.
     fn write_partitions(&mut self, ctx: &Ctx<'_>, new_accs: &impl Fn() -> Vec<Accumulator>, select: Option<&[bool]>) -> Result<()> {
@@ -388,9 +400,10 @@ impl<K: GroupKey> Worker<K> {
     /// state is down to `target` bytes, the others going on aggregating in memory, so that
     /// a worker whose state passes its limit late in its input writes what the rest of its
     /// input needs room for, not all of it (DuckDB's radix-partitioned aggregation also
-    /// spills partitions one by one). Scattered rows are aggregated first when they borrow morsels, which can then
-    /// be let go. `false`, nothing written, when the state is one table or what spilling
-    /// cannot free (the key arena kept partitions point into, the radix buffers) passes
+    /// spills partitions one by one). Scattered rows are aggregated first when they borrow
+    /// morsels, which can then be let go. `false`, nothing written, when the state is not
+    /// per-partition tables of groups ([`Partial::partition_bytes`]) or what spilling cannot
+    /// free (the key arena kept partitions point into, the radix buffers) passes half of
     /// `target` by itself: [`Worker::spill`] then writes everything.
     fn spill_some(
         &mut self,
@@ -400,12 +413,7 @@ impl<K: GroupKey> Worker<K> {
         keep_rows: usize,
     ) -> Result<bool> {
         if !self.retained.is_empty() {
-            self.flushes += 1;
-            self.table.flush(&mut self.scratch.arena, new_accs, &mut self.gids, ctx.kern)?;
-            self.retained.clear();
-            ctx.query.shrink(std::mem::take(&mut self.retained_bytes));
-            ctx.query.resize(&mut self.accounted, self.table.memory_size(), self.table.operator())?;
-            ctx.query.resize(&mut self.arena_accounted, self.scratch.arena.memory_size(), "GROUP BY string keys")?;
+            self.flush(ctx, new_accs)?;
         }
         let Some(bytes) = self.table.partition_bytes() else { return Ok(false) };
         let total: usize = bytes.iter().sum();
@@ -578,12 +586,7 @@ where
                 ctx.query.grow(key_bytes, "GROUP BY string keys")?;
                 w.retained_bytes += key_bytes;
                 if w.retained_bytes > retain_limit {
-                    w.flushes += 1;
-                    w.table.flush(&mut w.scratch.arena, &new_accs, &mut w.gids, ctx.kern)?;
-                    w.retained.clear();
-                    ctx.query.shrink(std::mem::take(&mut w.retained_bytes));
-                    ctx.query.resize(&mut w.accounted, w.table.memory_size(), w.table.operator())?;
-                    ctx.query.resize(&mut w.arena_accounted, w.scratch.arena.memory_size(), "GROUP BY string keys")?;
+                    w.flush(ctx, &new_accs)?;
                 }
             }
             added?;
