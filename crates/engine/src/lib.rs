@@ -409,24 +409,9 @@ impl Database {
                 self.set(&name, &value)?;
                 Ok((vec![], Profile::default()))
             }
-            Statement::Query { plan, settings: overrides } => {
-                let mut s = settings.cloned().unwrap_or_else(|| self.settings());
-                for (k, v) in &overrides {
-                    s.set(k, v)?;
-                }
-                let grant = self.grant_threads(s.max_threads)?;
-                s.max_threads = grant.threads;
-                // The cap is the database's, whatever the query's settings say (the default
-                // spill threshold derives from it).
-                s.max_server_memory_usage = self.settings().max_server_memory_usage;
-                self.server.set_limit(s.max_server_memory_usage);
-                let query = QueryContext::new(s.max_memory_usage, cancel.clone())
-                    .with_server(self.server.clone())
-                    .with_temporary_data_limit(s.max_temporary_data_on_disk_size);
-                let (batches, profile) = tessera_exec::execute_batches_in(&plan, &s, &self.pools, &query)?;
-                drop(grant);
-                Ok((batches, profile))
-            }
+            Statement::Query { plan, settings: overrides } => self.run_query(&overrides, settings, cancel, |s, query| {
+                tessera_exec::execute_batches_in(&plan, s, &self.pools, query)
+            }),
             Statement::CreateTable { name, schema, order_by, if_not_exists } => {
                 if if_not_exists && self.table(&name).is_some() {
                     return Ok((vec![], Profile::default()));
@@ -445,12 +430,43 @@ impl Database {
         }
     }
 
+    /// Runs `run` as a query: with `settings` (or the database's) and the query's own
+    /// `overrides` (its SETTINGS clause), the threads granted, and a context that accounts
+    /// its memory under the database's cap and checks `cancel`.
+    fn run_query<R>(
+        &self,
+        overrides: &[(String, String)],
+        settings: Option<&Settings>,
+        cancel: &CancelToken,
+        run: impl FnOnce(&Settings, &QueryContext) -> Result<R>,
+    ) -> Result<R> {
+        let mut s = settings.cloned().unwrap_or_else(|| self.settings());
+        for (k, v) in overrides {
+            s.set(k, v)?;
+        }
+        let grant = self.grant_threads(s.max_threads)?;
+        s.max_threads = grant.threads;
+        // The cap is the database's, whatever the query's settings say (the default
+        // spill threshold derives from it).
+        s.max_server_memory_usage = self.settings().max_server_memory_usage;
+        self.server.set_limit(s.max_server_memory_usage);
+        let query = QueryContext::new(s.max_memory_usage, cancel.clone())
+            .with_server(self.server.clone())
+            .with_temporary_data_limit(s.max_temporary_data_on_disk_size);
+        let out = run(&s, &query);
+        drop(grant);
+        out
+    }
+
     /// Runs `sql` and writes its answer in `format` to `out`, batch by batch: the
-    /// serialized bytes are never held whole. (The answer itself is computed before the
-    /// first byte is written, as [`Database::sql_stream`] does today.) A column is
-    /// `Nullable(..)` in Native and RowBinary only if the answer holds a NULL in it (the
-    /// answer's fields are marked non-nullable otherwise). A statement without an answer
-    /// (`SET`, `INSERT`) or an answer without batches writes nothing.
+    /// serialized bytes are never held whole, and a scan without ORDER BY or LIMIT
+    /// (`SELECT cols FROM t [WHERE ..]`) streams: its rows are written while later ones
+    /// are computed, so memory stays at a few morsels whatever the table's size (see
+    /// [`tessera_exec::execute_stream_in`]; other answers are computed first). A column is
+    /// `Nullable(..)` in Native and RowBinary only if it may hold a NULL: for a streamed
+    /// scan, if its source column may (a column in memory: holds one; on disk or in
+    /// Parquet: is declared nullable); for other answers, if the answer holds one. A
+    /// statement without an answer (`SET`, `INSERT`) writes nothing.
     ///
     /// # Errors
     /// As [`Database::sql`]; [`Error::Io`] writing `out`; [`Error::InvalidArgument`] for a
@@ -474,18 +490,18 @@ impl Database {
         opts: &WriteOptions,
         out: impl Write + Send,
     ) -> Result<(WriteStats, Profile)> {
-        let (batches, profile) = self.sql_in(sql, settings, cancel)?;
-        let Some(first) = batches.first() else { return Ok((WriteStats::default(), profile)) };
-        let schema = tighten_nullability(&first.schema(), &batches);
-        let out_schema = schema.clone();
-        let batches = batches.into_iter().map(move |b| {
-            if cancel.is_cancelled() {
-                return Err(Error::Cancelled);
-            }
-            Ok(RecordBatch::try_new(out_schema.clone(), b.columns().to_vec())?)
-        });
-        let stats = tessera_formats::write_batches(format, &schema, batches, out, opts)?;
-        Ok((stats, profile))
+        if tessera_sql::insert_format(sql).is_none()
+            && let Statement::Query { plan, settings: overrides } = self.plan(sql)?
+        {
+            return self.run_query(&overrides, settings, cancel, |s, query| {
+                tessera_exec::execute_stream_in(&plan, s, &self.pools, query, |schema, batches| {
+                    write_answer(format, schema, batches, cancel, opts, out)
+                })
+            });
+        }
+        // A statement without an answer.
+        let (_, profile) = self.sql_in(sql, settings, cancel)?;
+        Ok((WriteStats::default(), profile))
     }
 
     /// Runs one statement whose rows come from `input`: `INSERT INTO t [(cols)] FORMAT F`
@@ -636,18 +652,25 @@ pub fn reads_input(sql: &str) -> bool {
     matches!(tessera_sql::insert_format(sql), Some(Ok(i)) if i.infile.is_none() && sql[i.data..].trim().is_empty())
 }
 
-/// `schema` with the fields that hold no NULL in any of `batches` marked non-nullable.
-fn tighten_nullability(schema: &SchemaRef, batches: &[RecordBatch]) -> SchemaRef {
-    let fields: Vec<arrow::datatypes::Field> = schema
-        .fields()
-        .iter()
-        .enumerate()
-        .map(|(i, f)| {
-            let nulls = batches.iter().any(|b| b.column(i).null_count() > 0);
-            f.as_ref().clone().with_nullable(f.is_nullable() && nulls)
-        })
-        .collect();
-    Arc::new(arrow::datatypes::Schema::new_with_metadata(fields, schema.metadata().clone()))
+/// Writes an answer (`schema`, `batches`) in `format`.
+fn write_answer(
+    format: Format,
+    schema: SchemaRef,
+    batches: &mut dyn Iterator<Item = Result<RecordBatch>>,
+    cancel: &CancelToken,
+    opts: &WriteOptions,
+    out: impl Write + Send,
+) -> Result<WriteStats> {
+    let out_schema = schema.clone();
+    let batches = batches.map(move |b| {
+        if cancel.is_cancelled() {
+            return Err(Error::Cancelled);
+        }
+        // The answer's schema (its nullability) on every batch: a NULL where the schema has
+        // none is an error here, never a wrong file.
+        Ok(RecordBatch::try_new(out_schema.clone(), b?.columns().to_vec())?)
+    });
+    tessera_formats::write_batches(format, &schema, batches, out, opts)
 }
 
 #[cfg(test)]

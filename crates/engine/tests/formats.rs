@@ -69,3 +69,108 @@ fn insert_format_is_all_or_nothing_on_disk() {
     let err = db.sql("INSERT INTO nope FORMAT CSV\n1\n").unwrap_err();
     assert!(matches!(err, Error::UnknownTable(_)), "{err}");
 }
+
+/// The rows of `bytes` (in `format`), as one batch.
+fn read_back(format: Format, bytes: &[u8]) -> arrow::array::RecordBatch {
+    let reader = tessera_engine::read_format(format, Input::Stream(Box::new(bytes)), &tessera_engine::ReadOptions::default()).unwrap();
+    let schema = reader.schema();
+    let batches: Vec<_> = reader.map(Result::unwrap).collect();
+    arrow::compute::concat_batches(&schema, &batches).unwrap()
+}
+
+/// A scan without ORDER BY streams into the writer: what it writes reads back as the rows
+/// `sql` returns, in table order, on 1 to 3 threads (morsels finish out of order there);
+/// its fields are nullable where a value may be NULL.
+#[test]
+fn scans_stream_into_the_writer_in_table_order() {
+    let sql = "SELECT number, toString(number * 7) AS s, CASE WHEN number % 5 = 0 THEN NULL ELSE number END AS n \
+               FROM numbers(700000) WHERE number % 3 <> 1";
+    for threads in [1, 2, 3] {
+        let db = Database::new();
+        db.set("max_threads", &threads.to_string()).unwrap();
+        let whole = db.sql(sql).unwrap();
+        let whole = arrow::compute::concat_batches(&whole[0].schema(), &whole).unwrap();
+        assert_eq!(whole.num_rows(), 466_667);
+        for format in [Format::Native, Format::RowBinaryWithNamesAndTypes, Format::Parquet] {
+            let mut out = Vec::new();
+            let stats = db.write_query(sql, format, &WriteOptions::default(), &mut out).unwrap();
+            assert_eq!(stats.rows, 466_667);
+            let got = read_back(format, &out);
+            assert_eq!(got.num_rows(), whole.num_rows(), "{format:?}, {threads} threads");
+            for c in 0..3 {
+                assert_eq!(got.column(c).to_data(), whole.column(c).to_data(), "column {c}, {format:?}, {threads} threads");
+            }
+            let nullable: Vec<bool> = got.schema().fields().iter().map(|f| f.is_nullable()).collect();
+            assert_eq!(nullable, [false, false, true], "{format:?}");
+        }
+    }
+}
+
+/// A streamed answer is never held whole: under a `max_memory_usage` of a small part of the
+/// answer, writing it succeeds where returning it fails; an empty streamed answer writes what
+/// an empty answer of any plan writes.
+#[test]
+fn a_streamed_answer_stays_under_a_small_memory_limit() {
+    let db = Database::new();
+    db.set("max_threads", "2").unwrap();
+    db.set("max_memory_usage", &(16u64 << 20).to_string()).unwrap();
+    // 4M rows of (UInt64, String): ~70 MB as Arrow arrays.
+    let sql = "SELECT number, toString(number) AS s FROM numbers(4000000)";
+    let err = db.sql(sql).unwrap_err();
+    assert!(matches!(err, Error::ResourcesExhausted(_)), "{err}");
+    let mut out = Vec::new();
+    let stats = db.write_query(sql, Format::RowBinary, &WriteOptions::default(), &mut out).unwrap();
+    assert_eq!(stats.rows, 4_000_000);
+    assert_eq!(&out[..17], b"\x00\x00\x00\x00\x00\x00\x00\x00\x010\x01\x00\x00\x00\x00\x00\x00");
+    assert_eq!(out.len() as u64, stats.bytes);
+    // No row passes: the same bytes as an aggregate's empty answer (a CSV header).
+    let mut empty = Vec::new();
+    db.write_query("SELECT number AS x FROM numbers(1000000) WHERE number > 2000000", Format::CsvWithNames, &WriteOptions::default(), &mut empty)
+        .unwrap();
+    let mut agg = Vec::new();
+    db.write_query("SELECT number AS x FROM numbers(10) GROUP BY number HAVING number > 20", Format::CsvWithNames, &WriteOptions::default(), &mut agg)
+        .unwrap();
+    assert_eq!((empty.as_slice(), agg.as_slice()), (&b"\"x\"\n"[..], &b"\"x\"\n"[..]));
+}
+
+/// A sink that fails after `left` bytes.
+struct FailingSink {
+    left: usize,
+}
+
+impl std::io::Write for FailingSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if buf.len() > self.left {
+            return Err(std::io::Error::other("disk full"));
+        }
+        self.left -= buf.len();
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A streamed scan ends with the error of whichever side failed: the writer's (the workers
+/// stop), the query's (an expression failing at a late row, after rows were written), or
+/// cancellation; the database answers the next query.
+#[test]
+fn a_streamed_scan_reports_errors_of_either_side() {
+    let db = Database::new();
+    db.set("max_threads", "2").unwrap();
+    let sql = "SELECT number, toString(number) AS s FROM numbers(5000000)";
+    let err = db.write_query(sql, Format::Native, &WriteOptions::default(), FailingSink { left: 3 << 20 }).unwrap_err();
+    assert!(err.to_string().contains("disk full"), "{err}");
+    // Row 3,000,000 does not convert: rows before it were written, and the call fails.
+    let bad = "SELECT CAST(if(number = 3000000, 'x', toString(number)) AS Int64) AS v FROM numbers(5000000)";
+    let mut out = Vec::new();
+    let err = db.write_query(bad, Format::Native, &WriteOptions::default(), &mut out).unwrap_err();
+    assert!(!matches!(err, Error::Io { .. } | Error::Cancelled), "{err}");
+    let token = tessera_engine::CancelToken::new();
+    token.cancel();
+    let err = db.write_query_in(sql, None, &token, Format::Native, &WriteOptions::default(), std::io::sink()).unwrap_err();
+    assert!(matches!(err, Error::Cancelled), "{err}");
+    let mut out = Vec::new();
+    assert_eq!(db.write_query("SELECT number FROM numbers(3)", Format::Csv, &WriteOptions::default(), &mut out).unwrap().rows, 3);
+    assert_eq!(out, b"0\n1\n2\n");
+}

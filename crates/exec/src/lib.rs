@@ -43,7 +43,10 @@ impl TestRng {
     }
 }
 
+use std::sync::Arc;
+
 use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
 use tessera_common::{Result, Settings};
 
 pub use context::{CancelToken, QueryContext, ServerMemory};
@@ -134,6 +137,91 @@ pub fn execute_in(
         Err(batches) => arrow::compute::concat_batches(&batches[0].schema(), &batches)?,
     };
     Ok((batch, profile))
+}
+
+/// Runs `plan` like [`execute_batches_in`] and hands its answer to `consume`: the answer's
+/// schema and an iterator over its batches, in order. A scan without ORDER BY or LIMIT
+/// (`SELECT cols FROM t [WHERE ..]`, `numbers(N)`) streams: each morsel's rows reach
+/// `consume` while the workers go on with later morsels, so the answer is never held whole
+/// (memory about two morsels per worker) and writing it overlaps computing it; `consume`
+/// runs on the calling thread. Other plans compute their answer first (GROUP BY and ORDER BY
+/// need all input), then hand it over. The schema's fields are nullable only where a value
+/// may be NULL: for a streamed scan, a column that may hold NULLs (or an expression over one
+/// or with a NULL constant); otherwise a column of the answer that holds a NULL.
+/// When `consume` returns before the iterator ends, the scan stops.
+///
+/// # Errors
+/// As [`execute_in`], and `consume`'s error (the scan then stops). An error of the scan
+/// after `consume` saw some batches is returned even if `consume` succeeded: the iterator
+/// ended early.
+pub fn execute_stream_in<R>(
+    plan: &Plan,
+    settings: &Settings,
+    pools: &Pools,
+    query: &QueryContext,
+    consume: impl FnOnce(SchemaRef, &mut dyn Iterator<Item = Result<RecordBatch>>) -> Result<R>,
+) -> Result<(R, Profile)> {
+    query.check_cancelled()?;
+    let pruned = prune::pruned_plan(plan)?;
+    let plan = pruned.as_ref().unwrap_or(plan);
+    let Plan::Scan(p) = plan else { return consume_whole(plan, settings, pools, query, consume) };
+    if !scan::streams(p) {
+        return consume_whole(plan, settings, pools, query, consume);
+    }
+    let pool = pools.get(settings.max_threads)?;
+    let input = scan::open(p, query)?;
+    let schema = scan::stream_schema(p, &input);
+    // Two morsels in flight per worker: enough to keep them busy while the consumer writes.
+    let (tx, rx) = std::sync::mpsc::sync_channel(settings.max_threads.max(1) * 2);
+    let mut order = scan::TableOrder::new(rx, p, schema.clone());
+    let (consumed, produced) = std::thread::scope(|s| {
+        let producer = s.spawn(|| scan::execute_stream(p, &input, settings, &pool, query, tx));
+        let consumed = consume(schema, &mut order);
+        // The receiver goes: workers still sending stop at their next morsel.
+        drop(order);
+        let produced = producer.join().unwrap_or_else(|_| Err(tessera_common::Error::internal("a scan thread panicked")));
+        (consumed, produced)
+    });
+    let r = consumed?;
+    let mut profile = match produced {
+        Ok(profile) => profile,
+        // The scan stopped because `consume` returned early, not because the query was.
+        Err(tessera_common::Error::Cancelled) if query.check_cancelled().is_ok() => Profile::default(),
+        Err(e) => return Err(e),
+    };
+    profile.peak_memory_bytes = query.peak_memory_usage();
+    Ok((r, profile))
+}
+
+/// [`execute_stream_in`] for a plan that does not stream: the whole answer first.
+fn consume_whole<R>(
+    plan: &Plan,
+    settings: &Settings,
+    pools: &Pools,
+    query: &QueryContext,
+    consume: impl FnOnce(SchemaRef, &mut dyn Iterator<Item = Result<RecordBatch>>) -> Result<R>,
+) -> Result<(R, Profile)> {
+    let (batches, profile) = execute_batches_in(plan, settings, pools, query)?;
+    let schema = tighten_nullability(&batches);
+    let r = consume(schema, &mut batches.into_iter().map(Ok))?;
+    Ok((r, profile))
+}
+
+/// The schema of `batches` (all of one schema) with a field nullable only if a batch holds
+/// a NULL in it.
+fn tighten_nullability(batches: &[RecordBatch]) -> SchemaRef {
+    let Some(first) = batches.first() else { return Arc::new(arrow::datatypes::Schema::empty()) };
+    let schema = first.schema();
+    let fields: Vec<arrow::datatypes::Field> = schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let nulls = batches.iter().any(|b| b.column(i).null_count() > 0);
+            f.as_ref().clone().with_nullable(f.is_nullable() && nulls)
+        })
+        .collect();
+    Arc::new(arrow::datatypes::Schema::new_with_metadata(fields, schema.metadata().clone()))
 }
 
 /// Runs `plan` like [`execute_in`] and returns the answer as the operators produced it: one

@@ -40,8 +40,136 @@ pub(crate) fn execute(
     query: &QueryContext,
 ) -> Result<(Vec<RecordBatch>, Profile)> {
     let input = Input::open(&plan.table, &Plan::Scan(plan.clone()).columns_used(), query)?;
-    let (batch, profile) = run(plan, &input, settings, pool, query, false)?;
+    let (batch, profile) = run(plan, &input, settings, pool, query, false, None)?;
     Ok((batch, Profile { morsels_skipped: input.skipped(), ..profile }))
+}
+
+/// Whether [`execute_stream`] streams `plan`: a scan without ORDER BY or LIMIT (its answer
+/// is the table's rows in table order, each morsel's as soon as it and the morsels before
+/// it are done). A LIMIT keeps the answer small, and takes the late-materializing path.
+pub(crate) fn streams(plan: &ScanPlan) -> bool {
+    plan.order.order_by.is_empty() && plan.order.limit.is_none()
+}
+
+/// Where a streamed scan's workers send each morsel's answer: (morsel, its batches, none
+/// when no row passed).
+pub(crate) type MorselSender = std::sync::mpsc::SyncSender<(usize, Vec<RecordBatch>)>;
+
+/// The input of a scan plan: the columns it reads.
+pub(crate) fn open<'a>(plan: &'a ScanPlan, query: &'a QueryContext) -> Result<Input<'a>> {
+    Input::open(&plan.table, &Plan::Scan(plan.clone()).columns_used(), query)
+}
+
+/// The schema of a streamed scan's answer: nullable where a value may be NULL (a column
+/// that may hold NULLs, or an expression over one or with a NULL constant).
+pub(crate) fn stream_schema(plan: &ScanPlan, input: &Input<'_>) -> SchemaRef {
+    let fields: Vec<Field> = plan.output[..plan.visible]
+        .iter()
+        .map(|(name, e)| {
+            let (dt, nulls) = match e {
+                ScalarExpr::Computed(i) => {
+                    let x = &plan.computed[*i];
+                    let mut cols = Vec::new();
+                    x.columns(&mut cols);
+                    (x.data_type(), x.has_null_literal() || cols.iter().any(|&c| input.may_have_nulls(c)))
+                }
+                e => (e.data_type(&plan.table), input.may_have_nulls(e.column())),
+            };
+            Field::new(name, dt, nulls)
+        })
+        .collect();
+    Arc::new(Schema::new(fields))
+}
+
+/// Runs a scan plan that [`streams`] over `input` ([`open`]), sending each morsel's answer
+/// to `tx` as its worker finishes it, in any order (the receiver restores table order:
+/// [`TableOrder`]); returns once every morsel is sent. A send to a receiver that is gone
+/// ends the scan with [`tessera_common::Error::Cancelled`].
+pub(crate) fn execute_stream(
+    plan: &ScanPlan,
+    input: &Input<'_>,
+    settings: &Settings,
+    pool: &rayon::ThreadPool,
+    query: &QueryContext,
+    tx: MorselSender,
+) -> Result<Profile> {
+    let (_, profile) = run(plan, input, settings, pool, query, false, Some(&tx))?;
+    Ok(Profile { morsels_skipped: input.skipped(), ..profile })
+}
+
+/// Puts a streamed scan's morsels back in table order and applies its OFFSET and LIMIT:
+/// an iterator over the answer's batches, fed by the [`MorselSender`]'s receiver. It holds
+/// the morsels that finished before an earlier one (about one per worker).
+pub(crate) struct TableOrder {
+    rx: std::sync::mpsc::Receiver<(usize, Vec<RecordBatch>)>,
+    /// Morsels received ahead of `next`.
+    early: std::collections::BTreeMap<usize, Vec<RecordBatch>>,
+    next: usize,
+    ready: std::collections::VecDeque<RecordBatch>,
+    skip: usize,
+    left: usize,
+    keep: Vec<usize>,
+    /// The answer's schema, for the one empty batch of an answer without rows.
+    schema: SchemaRef,
+    emitted: bool,
+}
+
+impl TableOrder {
+    pub(crate) fn new(rx: std::sync::mpsc::Receiver<(usize, Vec<RecordBatch>)>, plan: &ScanPlan, schema: SchemaRef) -> Self {
+        TableOrder {
+            rx,
+            early: Default::default(),
+            next: 0,
+            ready: Default::default(),
+            skip: plan.order.offset,
+            left: plan.order.limit.unwrap_or(usize::MAX),
+            keep: (0..plan.visible).collect(),
+            schema,
+            emitted: false,
+        }
+    }
+}
+
+impl Iterator for TableOrder {
+    type Item = Result<RecordBatch>;
+
+    fn next(&mut self) -> Option<Result<RecordBatch>> {
+        loop {
+            if self.left == 0 {
+                return None;
+            }
+            while let Some(b) = self.ready.pop_front() {
+                if self.skip >= b.num_rows() {
+                    self.skip -= b.num_rows();
+                    continue;
+                }
+                let n = (b.num_rows() - self.skip).min(self.left);
+                let out = b.slice(self.skip, n).project(&self.keep);
+                (self.skip, self.left) = (0, self.left - n);
+                self.emitted = true;
+                return Some(out.map_err(Into::into));
+            }
+            match self.early.remove(&self.next) {
+                Some(batches) => {
+                    self.next += 1;
+                    self.ready.extend(batches);
+                }
+                None => match self.rx.recv() {
+                    Ok((m, batches)) => {
+                        self.early.insert(m, batches);
+                    }
+                    // Every sender is gone: all morsels are in, or the scan failed (its
+                    // error is the producer's to report). An answer without rows is one
+                    // empty batch, as from the other plans.
+                    Err(_) if !self.emitted => {
+                        self.emitted = true;
+                        return Some(Ok(RecordBatch::new_empty(self.schema.clone())));
+                    }
+                    Err(_) => return None,
+                },
+            }
+        }
+    }
 }
 
 /// Runs a scan plan; with `with_rows` the answer gets one more column after the visible
@@ -57,8 +185,10 @@ fn run(
     pool: &rayon::ThreadPool,
     query: &QueryContext,
     with_rows: bool,
+    stream: Option<&MorselSender>,
 ) -> Result<(Vec<RecordBatch>, Profile)> {
     let sorted = !plan.order.order_by.is_empty();
+    debug_assert!(stream.is_none() || (!sorted && !with_rows));
     // With ORDER BY, a hidden last column holds each row's position in the table, the last
     // sort key: ties come out in table order whatever the scheduling.
     let mut fields: Vec<Field> = plan
@@ -130,12 +260,9 @@ fn run(
         }
         false
     };
-    let parts = run_morsels(
-        pool,
-        settings.max_threads,
-        chunk_lens.len(),
-        ScanWorker::default,
-        |ScanWorker { kept, kept_rows, passed, accounted, runs, runs_bytes, spill, topn_best }, m| {
+    let work = |ScanWorker { kept, kept_rows, passed, accounted, runs, runs_bytes, spill, topn_best }: &mut ScanWorker,
+                m: usize|
+     -> Result<()> {
             query.check_cancelled()?;
             let m = topn.as_ref().map_or(m, |(t, _)| t.morsel(m));
             if topn.as_ref().is_some_and(|(t, _)| t.skips(m)) {
@@ -263,8 +390,19 @@ fn run(
             let op = if sorted { "ORDER BY ... LIMIT top-N buffer" } else { "scan output buffer" };
             query.resize(accounted, bytes + *runs_bytes, op)?;
             Ok(())
-        },
-    )?;
+    };
+    let parts = run_morsels(pool, settings.max_threads, chunk_lens.len(), ScanWorker::default, |w, m| {
+        work(w, m)?;
+        if let Some(tx) = stream {
+            // Streamed: the morsel's answer goes to the receiver at once (nothing when no
+            // row passed), and the worker keeps nothing.
+            let batches = w.kept.drain(..).map(|(_, b)| b).collect();
+            w.kept_rows = 0;
+            query.resize(&mut w.accounted, 0, "scan output buffer")?;
+            tx.send((m, batches)).map_err(|_| tessera_common::Error::Cancelled)?;
+        }
+        Ok(())
+    })?;
     let rows_in = parts.iter().map(|w| w.passed).sum();
     let keep: Vec<usize> = (0..plan.visible).chain(row_col.filter(|_| with_rows)).collect();
     let profile = Profile { rows_in, ..Profile::default() };
@@ -386,7 +524,7 @@ pub(crate) fn execute_late(
         return Ok(None);
     }
     let input = Input::open(&plan.table, &first_cols, query)?;
-    let (rows, profile) = run(&first, &input, settings, pool, query, true)?;
+    let (rows, profile) = run(&first, &input, settings, pool, query, true, None)?;
     let rows = concat_batches(&rows[0].schema(), &rows)?;
     let profile = Profile { morsels_skipped: input.skipped(), ..profile };
     drop(input);
