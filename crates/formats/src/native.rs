@@ -26,7 +26,7 @@ use arrow::buffer::{BooleanBuffer, NullBuffer};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use tessera_common::{Error, Result};
 
-use crate::builder::ColumnBuilder;
+use crate::builder::STRING_BYTES_FLUSH;
 use crate::chtype::{self, ChType, Wire};
 use crate::{BatchReader, BatchWriter, ReadOptions, corrupt, out_err};
 
@@ -409,8 +409,12 @@ impl<R: BufRead> NativeReader<R> {
         let dt = ch.wire.arrow_type();
         let arr: ArrayRef = match ch.wire {
             Wire::String => {
-                // Strings in a column of unknown encoding: read as bytes, typed Utf8 when valid.
-                let mut b = ColumnBuilder::new(&DataType::Binary, false, rows)?;
+                // Strings in a column of unknown encoding: read as bytes, typed Utf8 when
+                // valid. Offsets and bytes are appended straight to their buffers; the bytes'
+                // buffer is sized from the first strings' mean length, so it rarely regrows.
+                let mut offsets: Vec<i32> = Vec::with_capacity(rows + 1);
+                offsets.push(0);
+                let mut data: Vec<u8> = Vec::new();
                 let too_big = || {
                     Error::NotImplemented(format!(
                         "{}: Native block {} {label}: strings past 1 GiB in one block",
@@ -421,31 +425,31 @@ impl<R: BufRead> NativeReader<R> {
                 let mut v = Vec::new();
                 let mut r = 0;
                 while r < rows {
-                    if b.is_full() {
-                        return Err(too_big());
-                    }
                     // As many whole strings as the reader's buffer holds, parsed in place.
                     let (parsed, used) = match self.src.fill_buf() {
                         Ok(buf) => {
                             let (mut pos, mut parsed) = (0, 0);
                             while r + parsed < rows {
                                 let Some((n, len)) = varuint_at(&buf[pos..]) else { break };
-                                if n > MAX_STRING_BYTES || buf.len() - pos - len < n as usize {
+                                let n = n as usize;
+                                if n as u64 > MAX_STRING_BYTES || buf.len() - pos - len < n || data.len() + n > STRING_BYTES_FLUSH {
                                     break;
                                 }
                                 let start = pos + len;
-                                b.push_bytes(&buf[start..start + n as usize]).map_err(|m| corrupt(&self.opts.source, m))?;
-                                pos = start + n as usize;
+                                data.extend_from_slice(&buf[start..start + n]);
+                                // At most STRING_BYTES_FLUSH (1 GiB) bytes: fits an i32.
+                                offsets.push(data.len() as i32);
+                                pos = start + n;
                                 parsed += 1;
-                                if b.is_full() {
-                                    break;
-                                }
                             }
                             (parsed, pos)
                         }
                         Err(_) => (0, 0),
                     };
                     if parsed > 0 {
+                        if r == 0 && parsed < rows {
+                            data.reserve((rows - parsed) * (data.len() / parsed + 1));
+                        }
                         self.src.consume(used);
                         r += parsed;
                         continue;
@@ -460,16 +464,22 @@ impl<R: BufRead> NativeReader<R> {
                             format!("row {}, {label}: string of {n} bytes", self.rows + r as u64 + 1),
                         ));
                     }
+                    if data.len() + n as usize > STRING_BYTES_FLUSH {
+                        return Err(too_big());
+                    }
                     v.clear();
                     read_n(&mut self.src, n, &mut v)
                         .map_err(|e| self.io(e, &format!("row {}, {label}", self.rows + r as u64 + 1)))?;
-                    b.push_bytes(&v).map_err(|m| corrupt(&self.opts.source, m))?;
+                    data.extend_from_slice(&v);
+                    offsets.push(data.len() as i32);
                     r += 1;
                 }
-                let bin = b.finish().map_err(|(_, m)| corrupt(&self.opts.source, m))?;
-                match crate::conform::utf8(bin.as_binary::<i32>()) {
+                // Offsets start at 0 and never decrease (each adds a length).
+                let offsets = arrow::buffer::OffsetBuffer::new(offsets.into());
+                let bin = arrow::array::BinaryArray::new(offsets, data.into(), None);
+                match crate::conform::utf8(&bin) {
                     Some(s) => Arc::new(s),
-                    None => bin,
+                    None => Arc::new(bin),
                 }
             }
             wire => {

@@ -402,9 +402,10 @@ fn csv_quote_in_an_unquoted_field_does_not_misplace_chunks() {
     }
 }
 
-/// RowBinary rows are parsed in place from the reader's 1 MiB buffer, a value at a time
-/// only for a row across its end: several MiB of rows with strings up to 5,000 bytes (so
-/// rows straddle the buffer's end at every kind of field) and NULLs read back as written.
+/// RowBinary rows (and Native strings) are parsed in place from the reader's 1 MiB buffer, a
+/// value at a time only for one across its end: several MiB of rows with strings up to
+/// 5,000 bytes (so rows straddle the buffer's end at every kind of field) and NULLs read
+/// back as written.
 #[test]
 fn rowbinary_rows_across_buffer_ends_read_back() {
     let edge = edge_batch();
@@ -417,7 +418,7 @@ fn rowbinary_rows_across_buffer_ends_read_back() {
         batches.push(RecordBatch::try_new(schema.clone(), cols).unwrap());
     }
     let want = concat(&batches, &schema);
-    for format in [Format::RowBinary, Format::RowBinaryWithNamesAndTypes] {
+    for format in [Format::RowBinary, Format::RowBinaryWithNamesAndTypes, Format::Native] {
         let bytes = write(format, Compression::None, &batches);
         assert!(bytes.len() > 3 << 20, "{format}: {} bytes", bytes.len());
         let back = read(format, Compression::None, &bytes, Some(schema.clone())).unwrap();
