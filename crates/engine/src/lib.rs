@@ -527,13 +527,14 @@ impl Database {
         }
     }
 
-    /// Inserts the rows of `input`, in `format`, into on-disk table `name` as one part:
-    /// all of the input is read and checked first, so a bad row anywhere inserts nothing.
-    /// (Its decoded rows are held in memory until then; `tessera load` streams big files
-    /// block by block instead, committing each block.) Columns are matched by name where
-    /// the format names them (Native, `..WithNames`, JSONEachRow, Arrow, Parquet), else by
-    /// position; a table column the input lacks is NULL (an error if not nullable).
-    /// Returns the rows inserted.
+    /// Inserts the rows of `input`, in `format`, into on-disk table `name` as one part,
+    /// all or nothing: a bad row anywhere inserts nothing. The input is parsed on a thread
+    /// of its own while the part is written (the part is committed after the last row), so
+    /// memory stays at a few batches for a table without sort key; a table with one holds
+    /// the rows until they are sorted. (`tessera load` commits a part per block instead.)
+    /// Columns are matched by name where the format names them (Native, `..WithNames`,
+    /// JSONEachRow, Arrow, Parquet), else by position; a table column the input lacks is
+    /// NULL (an error if not nullable). Returns the rows inserted.
     ///
     /// # Errors
     /// [`Error::UnknownTable`]; [`Error::Corrupt`] naming row and column for bad input;
@@ -569,15 +570,26 @@ impl Database {
             Arc::new(arrow::datatypes::Schema::new(fields))
         };
         let opts = ReadOptions { compression, schema: Some(target), source: source.into() };
-        let batches: Vec<RecordBatch> = tessera_formats::reader(format, input, &opts)?.collect::<Result<_>>()?;
+        let reader = tessera_formats::reader(format, input, &opts)?;
         let src = std::path::PathBuf::from(source);
-        let batches: Vec<RecordBatch> =
-            batches.iter().filter(|b| b.num_rows() > 0).map(|b| tessera_formats::conform(b, &full, &src)).collect::<Result<_>>()?;
-        let rows = batches.iter().map(|b| b.num_rows() as u64).sum();
-        if rows > 0 {
-            table.insert(&batches)?;
-        }
-        Ok(rows)
+        // The input is parsed on its own thread while the part is written from the batches
+        // parsed so far (two in flight): parsing and encoding overlap, and the input is
+        // never held whole (unless the table has a sort key: the part writer then collects
+        // the rows to sort them).
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Result<RecordBatch>>(2);
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                for b in reader {
+                    let b = b.and_then(|b| tessera_formats::conform(&b, &full, &src));
+                    let stop = b.is_err();
+                    // A send fails once the writer has stopped (its error is returned).
+                    if tx.send(b).is_err() || stop {
+                        break;
+                    }
+                }
+            });
+            table.insert_stream(&mut rx.into_iter())
+        })
     }
 
     /// Reads `input` in `format` into a new in-memory table `name` (replacing one of that

@@ -86,6 +86,50 @@ pub(crate) fn write_sorted(
     w.finish()
 }
 
+/// Writes the rows of `chunks` (each one chunk of every column, in table column order) into
+/// the empty directory `dir` as one part in the order they come, as the iterator produces
+/// them: a table without sort key takes an insert this way, so the input is parsed while
+/// earlier rows are encoded and never held whole. Returns the rows written; none write no
+/// part (and leave `dir` empty).
+///
+/// # Errors
+/// As [`write_sorted`], and the iterator's errors.
+pub(crate) fn write_unsorted(
+    dir: &std::path::Path,
+    layout: &Layout,
+    chunks: &mut dyn Iterator<Item = Result<Vec<ArrayRef>>>,
+) -> Result<u64> {
+    if !layout.sort_key.is_empty() {
+        return Err(Error::internal("write_unsorted for a table with a sort key"));
+    }
+    let batch = batch_rows(layout).max(1);
+    let mut w: Option<PartWriter> = None;
+    let mut rows = 0u64;
+    for cols in chunks {
+        let cols = cols?;
+        let len = cols.first().map_or(0, |a| a.len());
+        if len == 0 {
+            continue;
+        }
+        if rows + len as u64 > u32::MAX as u64 {
+            return Err(Error::InvalidArgument(format!("{} rows in one part; at most 2^32-1", rows + len as u64)));
+        }
+        let w = match &mut w {
+            Some(w) => w,
+            None => w.insert(PartWriter::new(dir, layout)?),
+        };
+        for off in (0..len).step_by(batch) {
+            let n = batch.min(len - off);
+            w.write(n, &|c| Ok(cols[c].slice(off, n)))?;
+        }
+        rows += len as u64;
+    }
+    if let Some(w) = w {
+        w.finish()?;
+    }
+    Ok(rows)
+}
+
 /// Where one input part of a merge stands: its next row, and the sort keys of the granules
 /// around it in arrow's row format.
 struct Cursor {

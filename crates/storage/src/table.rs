@@ -568,18 +568,7 @@ impl DiskTable {
             )));
         }
         for (f, chunks) in fields.iter().zip(columns) {
-            let nulls = chunks.iter().any(|a| a.null_count() > 0);
-            if let Some(a) = chunks.iter().find(|a| a.data_type() != f.data_type()).or(chunks.first().filter(|_| nulls && !f.is_nullable())) {
-                return Err(Error::InvalidArgument(format!(
-                    "table {}: column {} got {} {}, expected {}{}",
-                    self.name,
-                    f.name(),
-                    a.data_type(),
-                    if nulls { "with NULLs" } else { "" },
-                    f.data_type(),
-                    if f.is_nullable() { "" } else { " NOT NULL" }
-                )));
-            }
+            self.check_column(f, chunks)?;
         }
         if columns.first().is_none_or(|c| c.iter().all(|a| a.is_empty())) {
             return Ok(());
@@ -591,6 +580,82 @@ impl DiskTable {
             return Err(e);
         }
         self.commit_part(&tmp, None)
+    }
+
+    /// Checks that the chunks of one inserted column have field `f`'s type, and no NULL if it
+    /// is NOT NULL.
+    fn check_column(&self, f: &Field, chunks: &[ArrayRef]) -> Result<()> {
+        let nulls = chunks.iter().any(|a| a.null_count() > 0);
+        if let Some(a) = chunks.iter().find(|a| a.data_type() != f.data_type()).or(chunks.first().filter(|_| nulls && !f.is_nullable())) {
+            return Err(Error::InvalidArgument(format!(
+                "table {}: column {} got {} {}, expected {}{}",
+                self.name,
+                f.name(),
+                a.data_type(),
+                if nulls { "with NULLs" } else { "" },
+                f.data_type(),
+                if f.is_nullable() { "" } else { " NOT NULL" }
+            )));
+        }
+        Ok(())
+    }
+
+    /// Inserts the rows of `batches` (columns in table order, of the table's types) as one
+    /// new part, all or nothing: on any error, the iterator's included, no part is added.
+    /// A table without sort key writes each batch while the next is produced, so an input
+    /// of any size is inserted in bounded memory (about a morsel per column in flight; a
+    /// parser feeding the iterator from another thread runs beside the encoding); with a
+    /// sort key the rows are collected first, then sorted and written as
+    /// [`DiskTable::insert_chunks`] does. Returns the rows inserted.
+    ///
+    /// # Errors
+    /// As [`DiskTable::insert_chunks`], and the iterator's errors.
+    pub fn insert_stream(&self, batches: &mut dyn Iterator<Item = Result<RecordBatch>>) -> Result<u64> {
+        let fields = self.schema.fields();
+        let check = |b: &RecordBatch| -> Result<Vec<ArrayRef>> {
+            if b.num_columns() != fields.len() {
+                return Err(Error::InvalidArgument(format!(
+                    "table {}: {} columns inserted, the table has {}",
+                    self.name,
+                    b.num_columns(),
+                    fields.len()
+                )));
+            }
+            for (f, a) in fields.iter().zip(b.columns()) {
+                self.check_column(f, std::slice::from_ref(a))?;
+            }
+            Ok(b.columns().to_vec())
+        };
+        if !self.layout.sort_key.is_empty() {
+            let mut columns: Vec<Vec<ArrayRef>> = vec![Vec::new(); fields.len()];
+            let mut rows = 0u64;
+            for b in batches {
+                let b = b?;
+                if b.num_rows() == 0 {
+                    continue;
+                }
+                rows += b.num_rows() as u64;
+                for (c, a) in check(&b)?.into_iter().enumerate() {
+                    columns[c].push(a);
+                }
+            }
+            self.insert_chunks(&columns, &|_| {})?;
+            return Ok(rows);
+        }
+        let tmp = self.dir.join(tmp_name("insert"));
+        std::fs::create_dir(&tmp).map_err(io(&tmp))?;
+        let mut chunks = batches.map(|b| b.and_then(|b| check(&b)));
+        match merge::write_unsorted(&tmp, &self.layout, &mut chunks) {
+            Ok(0) => {
+                let _ = std::fs::remove_dir_all(&tmp);
+                Ok(0)
+            }
+            Ok(rows) => self.commit_part(&tmp, None).map(|()| rows),
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&tmp);
+                Err(e)
+            }
+        }
     }
 
     /// Renames the finished part in `tmp` into place and commits it, under the commit

@@ -311,6 +311,8 @@ struct ColumnWriter {
     hasher: xxhash_rust::xxh3::Xxh3Default,
     /// Bytes written so far.
     len: u64,
+    /// Bytes whose writeback to disk was started ([`start_writeback`]).
+    writeback_from: u64,
     enc: Encode,
     granule_rows: usize,
     /// Rows received but not written, in order; `pending_rows` in all.
@@ -338,6 +340,7 @@ impl ColumnWriter {
             file: std::io::BufWriter::with_capacity(1 << 20, file),
             hasher: xxhash_rust::xxh3::Xxh3Default::new(),
             len: 0,
+            writeback_from: 0,
             enc: Encode {
                 codec: layout.codecs[c],
                 encodings: layout.encodings,
@@ -454,6 +457,11 @@ impl ColumnWriter {
         for f in e.firsts {
             self.firsts.push(f, what)?;
         }
+        if self.len - self.writeback_from >= WRITEBACK_BYTES {
+            self.file.flush().map_err(io(&self.path))?;
+            start_writeback(self.file.get_ref(), self.writeback_from, self.len - self.writeback_from);
+            self.writeback_from = self.len;
+        }
         Ok(())
     }
 
@@ -462,6 +470,29 @@ impl ColumnWriter {
         self.file.flush().map_err(io(&self.path))?;
         self.file.get_ref().sync_all().map_err(io(&self.path))
     }
+}
+
+/// Bytes of a column file after which its writeback to disk is started while the part is
+/// still being written ([`start_writeback`]).
+const WRITEBACK_BYTES: u64 = 2 << 20;
+
+/// Starts writing bytes `from .. from + len` of `file` to disk without waiting (Linux
+/// `sync_file_range(SYNC_FILE_RANGE_WRITE)`, as RocksDB's `bytes_per_sync`), so the fsync
+/// that makes the part durable ([`ColumnWriter::close`]) finds little left to write: an
+/// insert of 80 MB of strings spent 124 ms in that fsync otherwise. A hint: failures are
+/// ignored (the fsync reports them). Elsewhere a no-op.
+fn start_writeback(file: &File, from: u64, len: u64) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: the descriptor is open (borrowed from `file` for the call); the call reads
+        // no memory of this process, only starts writeback of the file's dirty pages.
+        unsafe {
+            libc::sync_file_range(file.as_raw_fd(), from as libc::off64_t, len as libc::off64_t, libc::SYNC_FILE_RANGE_WRITE);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (file, from, len);
 }
 
 fn index_header(magic: &[u8; 4], n: usize, granules: usize) -> Vec<u8> {
