@@ -509,6 +509,49 @@ fn finish_index(v: &mut Vec<u8>) {
     v.extend_from_slice(&h.to_le_bytes());
 }
 
+/// The least and the greatest non-NULL value, in byte order, of a string or binary array
+/// given as its offsets, bytes and nulls, in one pass: a value is compared with each bound
+/// by its first 8 bytes (one unaligned big-endian load, masked to its length) first, its
+/// bytes only when those tie, so most values cost two integer compares instead of two
+/// `memcmp` calls (as arrow's `min_string` and `max_string`, one pass each, did: 17% of an
+/// insert of 10M short strings). `None` without values.
+fn bytes_min_max<'a>(offsets: &[i32], data: &'a [u8], nulls: Option<&arrow::buffer::NullBuffer>) -> Option<(&'a [u8], &'a [u8])> {
+    // The first 8 bytes of `data[start..end]`, zero-padded, as a big-endian integer: ordered
+    // as the bytes are, except that a value ties with its zero-padded extensions (its bytes
+    // decide then).
+    let prefix = |start: usize, end: usize| -> u64 {
+        let len = end - start;
+        match data.get(start..start + 8) {
+            Some(w) => {
+                let p = u64::from_be_bytes(w.try_into().expect("8 bytes"));
+                if len >= 8 { p } else { p & !(u64::MAX.checked_shr(8 * len as u32).unwrap_or(0)) }
+            }
+            None => data[start..end].iter().enumerate().fold(0, |p, (i, &c)| p | u64::from(c) << (56 - 8 * i)),
+        }
+    };
+    let mut best: Option<((u64, &'a [u8]), (u64, &'a [u8]))> = None;
+    for (i, w) in offsets.windows(2).enumerate() {
+        if nulls.is_some_and(|n| n.is_null(i)) {
+            continue;
+        }
+        let (start, end) = (w[0] as usize, w[1] as usize);
+        let p = prefix(start, end);
+        let v = &data[start..end];
+        match &mut best {
+            None => best = Some(((p, v), (p, v))),
+            Some(((lo_p, lo), (hi_p, hi))) => {
+                if p < *lo_p || (p == *lo_p && v < *lo) {
+                    (*lo_p, *lo) = (p, v);
+                }
+                if p > *hi_p || (p == *hi_p && v > *hi) {
+                    (*hi_p, *hi) = (p, v);
+                }
+            }
+        }
+    }
+    best.map(|((_, lo), (_, hi))| (lo, hi))
+}
+
 /// Minimum and maximum of the non-NULL values of `arr`, as one-row arrays (NULL when all
 /// values are NULL). Floats: `arrow`'s total order (NaN is largest).
 fn min_max(arr: &dyn Array) -> Result<(ArrayRef, ArrayRef)> {
@@ -525,14 +568,63 @@ fn min_max(arr: &dyn Array) -> Result<(ArrayRef, ArrayRef)> {
         DataType::Float64 => prim::<Float64Type>(arr),
         DataType::Utf8 => {
             let a = arr.as_string::<i32>();
-            (Arc::new(StringArray::from(vec![agg::min_string(a)])) as ArrayRef,
-             Arc::new(StringArray::from(vec![agg::max_string(a)])) as ArrayRef)
+            let (lo, hi) = bytes_min_max(a.value_offsets(), a.value_data(), a.nulls()).unzip();
+            // Both are values of `a`, so valid UTF-8.
+            fn text(b: Option<&[u8]>) -> Option<&str> {
+                b.map(|b| std::str::from_utf8(b).expect("a value of a string array"))
+            }
+            (Arc::new(StringArray::from(vec![text(lo)])) as ArrayRef, Arc::new(StringArray::from(vec![text(hi)])) as ArrayRef)
         }
         DataType::Binary => {
             let a = arr.as_binary::<i32>();
-            (Arc::new(BinaryArray::from(vec![agg::min_binary(a)])) as ArrayRef,
-             Arc::new(BinaryArray::from(vec![agg::max_binary(a)])) as ArrayRef)
+            let (lo, hi) = bytes_min_max(a.value_offsets(), a.value_data(), a.nulls()).unzip();
+            (Arc::new(BinaryArray::from(vec![lo])) as ArrayRef, Arc::new(BinaryArray::from(vec![hi])) as ArrayRef)
         }
         other => return Err(Error::not_implemented(format!("storing type {other}"))),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::compute::kernels::aggregate as agg;
+
+    /// The one-pass min/max equals arrow's min_string/max_string on strings that tie on
+    /// their first 8 bytes, differ only after a zero byte, are empty or NULL, or are random.
+    #[test]
+    fn string_min_max_equals_arrows() {
+        let mut cases: Vec<Vec<Option<String>>> = vec![
+            vec![],
+            vec![None, None],
+            vec![Some(String::new()), None, Some("a".into())],
+            vec![Some("abcdefgh".into()), Some("abcdefgh\0".into()), Some("abcdefg".into()), Some("abcdefgha".into())],
+            vec![Some("ab".into()), Some("ab\0".into()), Some("ab\0\0".into()), Some("a".into()), Some("b".into())],
+            vec![Some("\u{ff}".into()), Some("\u{100}".into()), Some("zzzzzzzzzzzz".into()), Some("é".into())],
+        ];
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..200 {
+            let n = (x % 50) as usize;
+            cases.push(
+                (0..n)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        // Short strings over a small alphabet: many prefix ties.
+                        (x % 11 != 0).then(|| (0..(x >> 8) % 12).map(|i| ['a', 'b', '\0', 'é'][((x >> (16 + 2 * i)) % 4) as usize]).collect())
+                    })
+                    .collect(),
+            );
+        }
+        for c in cases {
+            let a = StringArray::from(c.clone());
+            let (lo, hi) = min_max(&a).unwrap();
+            assert_eq!(lo.as_string::<i32>().iter().next().flatten(), agg::min_string(&a), "{c:?}");
+            assert_eq!(hi.as_string::<i32>().iter().next().flatten(), agg::max_string(&a), "{c:?}");
+            let b = BinaryArray::from(c.iter().map(|v| v.as_deref().map(str::as_bytes)).collect::<Vec<_>>());
+            let (lo, hi) = min_max(&b).unwrap();
+            assert_eq!(lo.as_binary::<i32>().iter().next().flatten(), agg::min_binary(&b), "{c:?}");
+            assert_eq!(hi.as_binary::<i32>().iter().next().flatten(), agg::max_binary(&b), "{c:?}");
+        }
+    }
 }
