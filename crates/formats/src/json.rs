@@ -225,6 +225,12 @@ impl<R: BufRead> JsonReader<R> {
     /// # Errors
     /// None before the first row; the signature matches the other readers.
     pub fn new(src: R, opts: &ReadOptions) -> Result<Self> {
+        Self::new_at(src, opts, 0, 0)
+    }
+
+    /// A reader of input that starts after `rows` rows and `offset` bytes (a chunk of a
+    /// [`JsonChunks`]): errors name the row and byte in the whole input.
+    fn new_at(src: R, opts: &ReadOptions, rows: u64, offset: u64) -> Result<Self> {
         let schema = opts.schema.clone().expect("checked by reader()");
         let mut keys = HashMap::new();
         for (i, f) in schema.fields().iter().enumerate() {
@@ -234,11 +240,11 @@ impl<R: BufRead> JsonReader<R> {
             keys.entry(f.name().to_ascii_lowercase().into_bytes()).or_insert(i);
         }
         Ok(JsonReader {
-            cur: Cursor { src, buf: Vec::new(), pos: 0, offset: 0, eof: false },
+            cur: Cursor { src, buf: Vec::new(), pos: 0, offset, eof: false },
             opts: opts.clone(),
             schema,
             keys,
-            rows: 0,
+            rows,
             done: false,
             in_array: false,
             key: Vec::new(),
@@ -504,4 +510,231 @@ impl<R: BufRead + Send> BatchReader for JsonReader<R> {
     fn schema(&self) -> SchemaRef {
         self.schema.clone()
     }
+}
+
+/// Bytes of input a chunk of [`JsonChunks`] starts with (it grows to about a batch of rows).
+const MIN_CHUNK_BYTES: usize = 1 << 20;
+/// Most bytes a chunk takes when rows are short (a longer row makes a longer chunk).
+const MAX_CHUNK_BYTES: usize = 4 << 20;
+
+/// Where the whole rows of `bytes` (which starts between rows) end: after the last line
+/// break outside every object and string, and how many rows (top-level objects) end before
+/// it. `None` when no such line break: a row longer than `bytes`, or input that is not
+/// JSONEachRow (a stray `}` or an unclosed string: the rest is then parsed in one piece,
+/// which reports the error).
+fn rows_end(bytes: &[u8]) -> Option<(usize, u64)> {
+    let (mut depth, mut i, mut rows) = (0i64, 0, 0u64);
+    let mut last = None;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                // To the string's closing quote, over escapes.
+                i += 1;
+                loop {
+                    let Some(j) = memchr::memchr2(b'"', b'\\', &bytes[i..]) else { return last };
+                    if bytes[i + j] == b'"' {
+                        i += j;
+                        break;
+                    }
+                    i += j + 2;
+                    if i >= bytes.len() {
+                        return last;
+                    }
+                }
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => {
+                depth -= 1;
+                if depth == 0 && bytes[i] == b'}' {
+                    rows += 1;
+                }
+            }
+            b'\n' if depth == 0 => last = Some((i + 1, rows)),
+            _ => {}
+        }
+        i += 1;
+    }
+    last
+}
+
+/// Reads JSONEachRow in parallel (ClickHouse's `input_format_parallel_parsing`): the input
+/// is cut into chunks of whole rows (1-4 MiB, about a batch of rows each) after the last
+/// line break outside every object and string ([`rows_end`]), one chunk per thread of the
+/// current rayon pool is parsed at a time by a [`JsonReader`] each, and the batches come
+/// out in input order; the first error ends the input after the whole batches before it,
+/// naming its row and byte in the whole input. Input that is one `[ .. ]` array is read by
+/// one [`JsonReader`] (see [`reader`]).
+pub struct JsonChunks<R: BufRead> {
+    src: R,
+    opts: ReadOptions,
+    schema: SchemaRef,
+    /// Input read and not yet parsed; starts between rows.
+    buf: Vec<u8>,
+    /// Bytes and rows before `buf`.
+    offset: u64,
+    rows: u64,
+    chunk_bytes: usize,
+    ready: std::collections::VecDeque<Result<RecordBatch>>,
+    eof: bool,
+    done: bool,
+}
+
+impl<R: BufRead> JsonChunks<R> {
+    /// Reads until `buf` holds at least `want` bytes with a row boundary in them, or the
+    /// input ends: where the whole rows end and how many there are (`None` rows: not known
+    /// before parsing, at the end of input).
+    fn read_rows(&mut self, want: usize) -> Result<(usize, Option<u64>)> {
+        let mut want = want;
+        loop {
+            while !self.eof && self.buf.len() < want {
+                let got = self.src.fill_buf().map_err(|e| crate::in_err(&self.opts.source, e))?;
+                if got.is_empty() {
+                    self.eof = true;
+                    break;
+                }
+                let n = got.len();
+                self.buf.extend_from_slice(got);
+                self.src.consume(n);
+            }
+            if self.eof {
+                return Ok((self.buf.len(), None));
+            }
+            if let Some((end, rows)) = rows_end(&self.buf) {
+                return Ok((end, Some(rows)));
+            }
+            want = self.buf.len() * 2;
+        }
+    }
+
+    /// Parses the next chunks, one per thread of the rayon pool, into `ready`; `false` at
+    /// the end of input.
+    fn fill(&mut self) -> Result<bool> {
+        // (bytes, rows and bytes before them)
+        let mut chunks: Vec<(Vec<u8>, u64, u64)> = Vec::new();
+        while chunks.len() < rayon::current_num_threads().max(1) {
+            let (end, rows) = self.read_rows(self.chunk_bytes)?;
+            if end == 0 {
+                break;
+            }
+            let rest = self.buf.split_off(end);
+            let chunk = std::mem::replace(&mut self.buf, rest);
+            chunks.push((chunk, self.rows, self.offset));
+            self.offset += end as u64;
+            match rows {
+                Some(rows) => {
+                    let per_row = end / (rows as usize).max(1);
+                    self.chunk_bytes = (per_row * READ_BATCH_ROWS).clamp(MIN_CHUNK_BYTES, MAX_CHUNK_BYTES);
+                    self.rows += rows;
+                }
+                // The last chunk: its rows are not needed after it.
+                None => break,
+            }
+        }
+        let (opts, schema) = (&self.opts, &self.schema);
+        let parse = |(bytes, rows, offset): &(Vec<u8>, u64, u64)| -> Vec<Result<RecordBatch>> {
+            let mut out = Vec::new();
+            match JsonReader::new_at(bytes.as_slice(), opts, *rows, *offset) {
+                Ok(r) => {
+                    for b in r {
+                        let failed = b.is_err();
+                        out.push(b.and_then(|b| if b.schema() == *schema { Ok(b) } else { Err(Error::internal("a chunk's schema differs")) }));
+                        if failed {
+                            break;
+                        }
+                    }
+                }
+                Err(e) => out.push(Err(e)),
+            }
+            out
+        };
+        let parsed: Vec<Vec<Result<RecordBatch>>> = if chunks.len() > 1 {
+            use rayon::prelude::*;
+            chunks.par_iter().map(parse).collect()
+        } else {
+            chunks.iter().map(parse).collect()
+        };
+        for batches in parsed {
+            let failed = batches.last().is_some_and(|b| b.is_err());
+            self.ready.extend(batches);
+            if failed {
+                break;
+            }
+        }
+        Ok(!chunks.is_empty())
+    }
+}
+
+impl<R: BufRead> Iterator for JsonChunks<R> {
+    type Item = Result<RecordBatch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        loop {
+            match self.ready.pop_front() {
+                Some(Ok(b)) => return Some(Ok(b)),
+                Some(Err(e)) => {
+                    self.done = true;
+                    self.ready.clear();
+                    return Some(Err(e));
+                }
+                None => match self.fill() {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        self.done = true;
+                        return None;
+                    }
+                    Err(e) => self.ready.push_back(Err(e)),
+                },
+            }
+        }
+    }
+}
+
+impl<R: BufRead + Send> BatchReader for JsonChunks<R> {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+}
+
+/// A JSONEachRow reader of `src` into `opts.schema`: rows one object after another are
+/// parsed in parallel ([`JsonChunks`]); input that opens with `[` (the rows as one JSON
+/// array) by one [`JsonReader`].
+///
+/// # Errors
+/// [`Error::Io`] reading the first bytes.
+pub(crate) fn reader<'a, R: BufRead + Send + 'a>(mut src: R, opts: &ReadOptions) -> Result<Box<dyn BatchReader + Send + 'a>> {
+    let schema = opts.schema.clone().expect("checked by reader()");
+    // The first byte that is not whitespace.
+    let mut head = Vec::new();
+    let array = loop {
+        let got = src.fill_buf().map_err(|e| crate::in_err(&opts.source, e))?;
+        if got.is_empty() {
+            break false;
+        }
+        let n = got.len();
+        let first = got.iter().position(|c| !c.is_ascii_whitespace()).map(|i| got[i]);
+        head.extend_from_slice(got);
+        src.consume(n);
+        if let Some(c) = first {
+            break c == b'[';
+        }
+    };
+    let src = std::io::Read::chain(std::io::Cursor::new(head), src);
+    if array {
+        return Ok(Box::new(JsonReader::new(src, opts)?));
+    }
+    Ok(Box::new(JsonChunks {
+        src,
+        opts: opts.clone(),
+        schema,
+        buf: Vec::new(),
+        offset: 0,
+        rows: 0,
+        chunk_bytes: MIN_CHUNK_BYTES,
+        ready: Default::default(),
+        eof: false,
+        done: false,
+    }))
 }

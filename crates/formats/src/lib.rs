@@ -473,7 +473,7 @@ pub fn reader<'a>(format: Format, input: Input<'a>, opts: &ReadOptions) -> Resul
         Format::TabSeparated | Format::TabSeparatedWithNames | Format::Csv | Format::CsvWithNames => {
             Box::new(text::TextReader::new(format, src, opts)?)
         }
-        Format::JsonEachRow => Box::new(json::JsonReader::new(src, opts)?),
+        Format::JsonEachRow => json::reader(src, opts)?,
         Format::Parquet | Format::Arrow | Format::ArrowStream => unreachable!("handled above"),
     })
 }

@@ -425,3 +425,67 @@ fn rowbinary_rows_across_buffer_ends_read_back() {
         assert_eq!(concat(&back, &schema), want, "{format}");
     }
 }
+
+/// JSONEachRow is parsed a chunk of rows per thread: several MiB of every stored type
+/// (strings with quotes, escapes and braces), plus a value longer than a chunk, read on 3
+/// threads and on 1 give the rows written; an unknown key after 19,996 rows names that row
+/// and comes after whole batches of the rows before it; the rows as one `[ .. ]` array read
+/// the same (on one thread).
+#[test]
+fn parallel_json_parsing_equals_the_rows_written() {
+    let edge = edge_batch();
+    let schema = edge.schema();
+    let mut batches: Vec<RecordBatch> = (0..12_000).map(|_| edge.clone()).collect();
+    let long: String = (0..200_000).map(|i| format!("{{row {i}}}, \"q\"\n\\[")).collect();
+    let mut cols: Vec<ArrayRef> = edge.slice(0, 1).columns().to_vec();
+    cols[10] = Arc::new(StringArray::from(vec![long.as_str()]));
+    batches.insert(3000, RecordBatch::try_new(schema.clone(), cols).unwrap());
+    let want = concat(&batches, &schema);
+    let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+    let three = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+    let bytes = write(Format::JsonEachRow, Compression::None, &batches);
+    assert!(bytes.len() > 2 * MAX_CHUNK_BYTES, "{} bytes", bytes.len());
+    for pool in [&one, &three] {
+        let back = pool.install(|| read(Format::JsonEachRow, Compression::None, &bytes, Some(schema.clone()))).unwrap();
+        assert!(back.len() > 2, "{} batches (chunks)", back.len());
+        assert_eq!(concat(&back, &schema), want);
+    }
+    // An unknown key after the rows of the first 4,000 batches (19,996 rows).
+    let cut = write(Format::JsonEachRow, Compression::None, &batches[..4000]).len();
+    let before: usize = batches[..4000].iter().map(RecordBatch::num_rows).sum();
+    let mut bad = bytes[..cut].to_vec();
+    bad.extend_from_slice(b"{\"nope\":1}\n");
+    bad.extend_from_slice(&bytes[cut..]);
+    for pool in [&one, &three] {
+        let mut rows = 0;
+        let mut err = None;
+        for b in pool.install(|| {
+            let opts = ReadOptions { compression: Compression::None, schema: Some(schema.clone()), source: "t".into() };
+            reader(Format::JsonEachRow, Input::Stream(Box::new(&bad[..])), &opts).unwrap().collect::<Vec<_>>()
+        }) {
+            match b {
+                Ok(b) => {
+                    assert!(err.is_none(), "a batch after the error");
+                    assert_eq!(&b, &want.slice(rows, b.num_rows()), "rows {rows}..");
+                    rows += b.num_rows();
+                }
+                Err(e) => err = Some(e.to_string()),
+            }
+        }
+        let err = err.expect("an error");
+        // Byte: after `{"nope":`, where the key is known.
+        assert!(err.contains(&format!("row {} (byte {})", before + 1, cut + 8)) && err.contains("names no column"), "{err}");
+        assert!(rows <= before && rows > 0, "{rows} rows before the error");
+    }
+    // The same rows as one array, a row per line with commas.
+    let mut array = b"[\n".to_vec();
+    for (i, line) in bytes.split(|&c| c == b'\n').filter(|l| !l.is_empty()).enumerate() {
+        if i > 0 {
+            array.extend_from_slice(b",\n");
+        }
+        array.extend_from_slice(line);
+    }
+    array.extend_from_slice(b"\n]\n");
+    let back = three.install(|| read(Format::JsonEachRow, Compression::None, &array, Some(schema.clone()))).unwrap();
+    assert_eq!(concat(&back, &schema), want);
+}
