@@ -162,30 +162,50 @@ struct Cursor<R: BufRead> {
 }
 
 impl<R: BufRead> Cursor<R> {
+    #[inline]
     fn peek(&mut self) -> std::io::Result<Option<u8>> {
         if self.pos == self.buf.len() {
-            if self.eof {
-                return Ok(None);
-            }
-            self.offset += self.buf.len() as u64;
-            self.buf.clear();
-            self.pos = 0;
-            let chunk = self.src.fill_buf()?;
-            if chunk.is_empty() {
-                self.eof = true;
-                return Ok(None);
-            }
-            self.buf.extend_from_slice(chunk);
-            let n = chunk.len();
-            self.src.consume(n);
+            return self.refill();
         }
         Ok(Some(self.buf[self.pos]))
     }
 
+    /// [`Cursor::peek`] at the end of the buffered bytes: the next chunk of input.
+    #[cold]
+    fn refill(&mut self) -> std::io::Result<Option<u8>> {
+        if self.eof {
+            return Ok(None);
+        }
+        self.offset += self.buf.len() as u64;
+        self.buf.clear();
+        self.pos = 0;
+        let chunk = self.src.fill_buf()?;
+        if chunk.is_empty() {
+            self.eof = true;
+            return Ok(None);
+        }
+        self.buf.extend_from_slice(chunk);
+        let n = chunk.len();
+        self.src.consume(n);
+        Ok(Some(self.buf[self.pos]))
+    }
+
+    #[inline]
     fn bump(&mut self) {
         self.pos += 1;
     }
 
+    /// The buffered bytes from the cursor on, up to the first `"` or `\\` (what a string
+    /// can copy at once), consumed.
+    #[inline]
+    fn plain_run(&mut self) -> &[u8] {
+        let rest = &self.buf[self.pos..];
+        let n = memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len());
+        self.pos += n;
+        &self.buf[self.pos - n..self.pos]
+    }
+
+    #[inline]
     fn skip_ws(&mut self) -> std::io::Result<Option<u8>> {
         while let Some(c) = self.peek()? {
             if !c.is_ascii_whitespace() {
@@ -208,6 +228,8 @@ pub struct JsonReader<R: BufRead> {
     in_array: bool,
     key: Vec<u8>,
     val: Vec<u8>,
+    /// The column the next key most likely names (the one after the last key's).
+    next_col: usize,
 }
 
 /// A JSON value's kind, as far as a column needs it.
@@ -249,6 +271,7 @@ impl<R: BufRead> JsonReader<R> {
             in_array: false,
             key: Vec::new(),
             val: Vec::new(),
+            next_col: 0,
         })
     }
 
@@ -280,6 +303,8 @@ impl<R: BufRead> JsonReader<R> {
         out.clear();
         let res = (|| -> Result<()> {
             loop {
+                // The bytes up to the next quote or backslash at once.
+                out.extend_from_slice(self.cur.plain_run());
                 let c = self.cur.peek().map_err(|e| self.io(e))?.ok_or_else(|| self.bad("a string is not closed"))?;
                 self.cur.bump();
                 match c {
@@ -410,6 +435,7 @@ impl<R: BufRead> JsonReader<R> {
         }
         self.cur.bump();
         seen.iter_mut().for_each(|s| *s = false);
+        self.next_col = 0;
         let mut first = true;
         loop {
             let c = self.cur.skip_ws().map_err(|e| self.io(e))?.ok_or_else(|| self.bad("an object is not closed"))?;
@@ -425,12 +451,18 @@ impl<R: BufRead> JsonReader<R> {
             self.expect(b'"')?;
             self.string_into(true)?;
             self.expect(b':')?;
-            let col = self
-                .keys
-                .get(&self.key)
-                .or_else(|| self.keys.get(&self.key.to_ascii_lowercase()))
-                .copied()
-                .ok_or_else(|| self.bad(format!("key {} names no column of the table", show(&self.key))))?;
+            // Rows usually list the columns in order: the one after the last key first.
+            let next = self.next_col;
+            let col = match self.schema.fields().get(next) {
+                Some(f) if f.name().as_bytes() == self.key.as_slice() => next,
+                _ => self
+                    .keys
+                    .get(&self.key)
+                    .or_else(|| self.keys.get(&self.key.to_ascii_lowercase()))
+                    .copied()
+                    .ok_or_else(|| self.bad(format!("key {} names no column of the table", show(&self.key))))?,
+            };
+            self.next_col = col + 1;
             let kind = self.value()?;
             let name = self.schema.field(col).name().clone();
             let label = |m: String| format!("column {} ({name}): {m}", col + 1);
