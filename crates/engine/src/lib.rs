@@ -334,8 +334,9 @@ impl Database {
     }
 
     /// Runs one statement and returns the answer as an iterator of batches. The answer is
-    /// computed before the first batch is returned (GROUP BY and ORDER BY need all input);
-    /// batches are handed out one at a time.
+    /// computed before the first batch is returned; batches are handed out one at a time.
+    /// [`Database::sql_stream_in`] streams scans instead (batches come while the query
+    /// runs, never all held).
     ///
     /// # Errors
     /// As [`Database::sql`].
@@ -490,18 +491,58 @@ impl Database {
         opts: &WriteOptions,
         out: impl Write + Send,
     ) -> Result<(WriteStats, Profile)> {
+        let (stats, profile) =
+            self.sql_stream_in(sql, settings, cancel, |schema, batches| write_answer(format, schema, batches, cancel, opts, out))?;
+        Ok((stats.unwrap_or_default(), profile))
+    }
+
+    /// Runs one statement and hands its answer to `consume`, on the calling thread, as its
+    /// schema and an iterator over its batches in order: a scan without ORDER BY or LIMIT
+    /// (`SELECT cols FROM t [WHERE ..]`) streams, its batches coming while later morsels
+    /// are worked on, so the answer is never held whole and `consume` may write, send or
+    /// fold it as it comes; other answers are computed first (see
+    /// [`tessera_exec::execute_stream_in`], which also says which fields are nullable).
+    /// Returns what `consume` returned, or `None` for a statement without an answer (`SET`,
+    /// `INSERT`, `CREATE TABLE`), which `consume` never sees.
+    ///
+    /// ```
+    /// use arrow::array::{Array, UInt64Array};
+    /// let db = tessera_engine::Database::new();
+    /// // The sum of a 10M-row answer without holding it.
+    /// let (sum, _) = db.sql_stream_in("SELECT number FROM numbers(10000000)", None, &Default::default(), |_, batches| {
+    ///     let mut sum = 0u64;
+    ///     for b in batches {
+    ///         let b = b?;
+    ///         let col = b.column(0).as_any().downcast_ref::<UInt64Array>().unwrap();
+    ///         sum += col.values().iter().sum::<u64>();
+    ///     }
+    ///     Ok(sum)
+    /// })?;
+    /// assert_eq!(sum, Some(49_999_995_000_000));
+    /// # Ok::<(), tessera_engine::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Database::sql_cancellable`], and `consume`'s; an error of the query after
+    /// `consume` saw some batches is returned even if `consume` returned `Ok` (its iterator
+    /// ended early).
+    pub fn sql_stream_in<R>(
+        &self,
+        sql: &str,
+        settings: Option<&Settings>,
+        cancel: &CancelToken,
+        consume: impl FnOnce(SchemaRef, &mut dyn Iterator<Item = Result<RecordBatch>>) -> Result<R>,
+    ) -> Result<(Option<R>, Profile)> {
         if tessera_sql::insert_format(sql).is_none()
             && let Statement::Query { plan, settings: overrides } = self.plan(sql)?
         {
-            return self.run_query(&overrides, settings, cancel, |s, query| {
-                tessera_exec::execute_stream_in(&plan, s, &self.pools, query, |schema, batches| {
-                    write_answer(format, schema, batches, cancel, opts, out)
-                })
-            });
+            let (r, profile) =
+                self.run_query(&overrides, settings, cancel, |s, query| tessera_exec::execute_stream_in(&plan, s, &self.pools, query, consume))?;
+            return Ok((Some(r), profile));
         }
         // A statement without an answer.
         let (_, profile) = self.sql_in(sql, settings, cancel)?;
-        Ok((WriteStats::default(), profile))
+        Ok((None, profile))
     }
 
     /// Runs one statement whose rows come from `input`: `INSERT INTO t [(cols)] FORMAT F`
