@@ -616,31 +616,13 @@ impl<R: BufRead> JsonChunks<R> {
     /// input ends: where the whole rows end and how many there are (`None` rows: not known
     /// before parsing, at the end of input).
     fn read_rows(&mut self, want: usize) -> Result<(usize, Option<u64>)> {
-        let mut want = want;
-        loop {
-            while !self.eof && self.buf.len() < want {
-                let got = self.src.fill_buf().map_err(|e| crate::in_err(&self.opts.source, e))?;
-                if got.is_empty() {
-                    self.eof = true;
-                    break;
-                }
-                let n = got.len();
-                self.buf.extend_from_slice(got);
-                self.src.consume(n);
-            }
-            if self.eof {
-                return Ok((self.buf.len(), None));
-            }
-            if let Some((end, rows)) = rows_end(&self.buf) {
-                return Ok((end, Some(rows)));
-            }
-            want = self.buf.len() * 2;
-        }
+        let end = crate::text::read_chunk(&mut self.src, &mut self.buf, &mut self.eof, want, &self.opts.source, rows_end)?;
+        Ok(end.map_or((self.buf.len(), None), |(end, rows)| (end, Some(rows))))
     }
 
     /// Parses the next chunks, one per thread of the rayon pool, into `ready`; `false` at
     /// the end of input.
-    fn fill(&mut self) -> Result<bool> {
+    fn fill_chunks(&mut self) -> Result<bool> {
         // (bytes, rows and bytes before them)
         let mut chunks: Vec<(Vec<u8>, u64, u64)> = Vec::new();
         while chunks.len() < rayon::current_num_threads().max(1) {
@@ -696,31 +678,21 @@ impl<R: BufRead> JsonChunks<R> {
     }
 }
 
+impl<R: BufRead> crate::text::ChunkedReader for JsonChunks<R> {
+    fn ready(&mut self) -> (&mut std::collections::VecDeque<Result<RecordBatch>>, &mut bool) {
+        (&mut self.ready, &mut self.done)
+    }
+
+    fn fill(&mut self) -> Result<bool> {
+        self.fill_chunks()
+    }
+}
+
 impl<R: BufRead> Iterator for JsonChunks<R> {
     type Item = Result<RecordBatch>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        loop {
-            match self.ready.pop_front() {
-                Some(Ok(b)) => return Some(Ok(b)),
-                Some(Err(e)) => {
-                    self.done = true;
-                    self.ready.clear();
-                    return Some(Err(e));
-                }
-                None => match self.fill() {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        self.done = true;
-                        return None;
-                    }
-                    Err(e) => self.ready.push_back(Err(e)),
-                },
-            }
-        }
+        crate::text::next_batch(self)
     }
 }
 

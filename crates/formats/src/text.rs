@@ -604,6 +604,77 @@ struct Chunk {
     cut_in_quotes: bool,
 }
 
+/// Reads `src` into `buf` until `buf` holds at least `want` bytes and `cut(buf)` finds where
+/// its whole rows end (what `cut` returns), reading twice as much while a row is longer;
+/// `None` at the end of input (`eof` set: all of `buf` is rows). Shared by the readers that
+/// parse chunks of rows in parallel ([`TextReader`], [`crate::json::JsonChunks`]).
+pub(crate) fn read_chunk<T>(
+    src: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+    eof: &mut bool,
+    want: usize,
+    source: &std::path::Path,
+    cut: impl Fn(&[u8]) -> Option<T>,
+) -> Result<Option<T>> {
+    let mut want = want;
+    loop {
+        while !*eof && buf.len() < want {
+            let got = src.fill_buf().map_err(|e| crate::in_err(source, e))?;
+            if got.is_empty() {
+                *eof = true;
+                break;
+            }
+            let n = got.len();
+            buf.extend_from_slice(got);
+            src.consume(n);
+        }
+        if *eof {
+            return Ok(None);
+        }
+        if let Some(end) = cut(buf) {
+            return Ok(Some(end));
+        }
+        // A row longer than the chunk: read twice as much before looking again.
+        want = buf.len() * 2;
+    }
+}
+
+/// A reader that parses its input a group of chunks at a time ([`next_batch`]).
+pub(crate) trait ChunkedReader {
+    /// Parsed batches not yet returned, in input order (an error is last), and whether
+    /// the input is done.
+    fn ready(&mut self) -> (&mut VecDeque<Result<RecordBatch>>, &mut bool);
+    /// Parses the next chunks into [`ChunkedReader::ready`]; `false` at the end of input.
+    fn fill(&mut self) -> Result<bool>;
+}
+
+/// The next batch of a [`ChunkedReader`]: the first error ends the input, after the
+/// batches before it.
+pub(crate) fn next_batch(r: &mut impl ChunkedReader) -> Option<Result<RecordBatch>> {
+    loop {
+        let (ready, done) = r.ready();
+        if *done {
+            return None;
+        }
+        match ready.pop_front() {
+            Some(Ok(b)) => return Some(Ok(b)),
+            Some(Err(e)) => {
+                *done = true;
+                ready.clear();
+                return Some(Err(e));
+            }
+            None => match r.fill() {
+                Ok(true) => {}
+                Ok(false) => {
+                    *r.ready().1 = true;
+                    return None;
+                }
+                Err(e) => r.ready().0.push_back(Err(e)),
+            },
+        }
+    }
+}
+
 /// Reads TabSeparated or CSV rows into batches of the target schema.
 ///
 /// Parallel parsing (as ClickHouse's `input_format_parallel_parsing`): the input is read in
@@ -692,32 +763,14 @@ impl<R: BufRead> TextReader<R> {
     /// the input ends; returns where `buf`'s whole rows end (all of it at the end of input),
     /// found as [`rows_end`] does (`exact`).
     fn read_rows(&mut self, want: usize, exact: bool) -> Result<usize> {
-        let mut want = want;
-        loop {
-            while !self.eof && self.buf.len() < want {
-                let got = self.src.fill_buf().map_err(|e| crate::in_err(&self.rows.source, e))?;
-                if got.is_empty() {
-                    self.eof = true;
-                    break;
-                }
-                let n = got.len();
-                self.buf.extend_from_slice(got);
-                self.src.consume(n);
-            }
-            if self.eof {
-                return Ok(self.buf.len());
-            }
-            if let Some(end) = rows_end(&self.buf, self.rows.csv, exact) {
-                return Ok(end);
-            }
-            // A row longer than the chunk: read twice as much before looking again.
-            want = self.buf.len() * 2;
-        }
+        let csv = self.rows.csv;
+        let end = read_chunk(&mut self.src, &mut self.buf, &mut self.eof, want, &self.rows.source, |b| rows_end(b, csv, exact))?;
+        Ok(end.unwrap_or(self.buf.len()))
     }
 
     /// Parses the next chunks, one per thread of the rayon pool, into `ready`; `false` at
     /// the end of input.
-    fn fill(&mut self) -> Result<bool> {
+    fn fill_chunks(&mut self) -> Result<bool> {
         // (bytes, lines before them, whether the input ends with them)
         let mut chunks: Vec<(Vec<u8>, u64, bool)> = Vec::new();
         while chunks.len() < rayon::current_num_threads().max(1) {
@@ -763,31 +816,21 @@ impl<R: BufRead> TextReader<R> {
     }
 }
 
+impl<R: BufRead> ChunkedReader for TextReader<R> {
+    fn ready(&mut self) -> (&mut VecDeque<Result<RecordBatch>>, &mut bool) {
+        (&mut self.ready, &mut self.done)
+    }
+
+    fn fill(&mut self) -> Result<bool> {
+        self.fill_chunks()
+    }
+}
+
 impl<R: BufRead> Iterator for TextReader<R> {
     type Item = Result<RecordBatch>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        loop {
-            match self.ready.pop_front() {
-                Some(Ok(b)) => return Some(Ok(b)),
-                Some(Err(e)) => {
-                    self.done = true;
-                    self.ready.clear();
-                    return Some(Err(e));
-                }
-                None => match self.fill() {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        self.done = true;
-                        return None;
-                    }
-                    Err(e) => self.ready.push_back(Err(e)),
-                },
-            }
-        }
+        next_batch(self)
     }
 }
 
