@@ -503,11 +503,9 @@ impl Database {
     /// fold it as it comes; other answers are computed first (see
     /// [`tessera_exec::execute_stream_in`], which also says which fields are nullable).
     /// Returns what `consume` returned, or `None` for a statement without an answer (`SET`,
-    /// `INSERT`, `CREATE TABLE`), which `consume` never sees. While `consume` runs, a
-    /// streamed scan's workers hold their pool's threads until it takes their batches:
-    /// `consume` must not wait for another query of this database on as many threads (it
-    /// would wait for those workers, and they for it); queries on the calling thread's own
-    /// work are fine once `consume` returns.
+    /// `INSERT`, `CREATE TABLE`), which `consume` never sees. `consume` may run other
+    /// queries of this database: a streamed scan's workers waiting for it to take their
+    /// batches run those queries' work meanwhile.
     ///
     /// ```
     /// use arrow::array::{Array, UInt64Array};

@@ -220,3 +220,31 @@ fn walk(dir: &std::path::Path) -> Vec<String> {
     }
     out
 }
+
+/// The consumer of a streamed answer may run another query on the same pool while the
+/// scan's workers wait for it (they run the other query's work meanwhile): no deadlock.
+#[test]
+fn a_streamed_answer_s_consumer_may_run_queries() {
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let db = Database::new();
+        db.set("max_threads", "2").unwrap();
+        let out = db.sql_stream_in("SELECT number FROM numbers(5000000)", None, &Default::default(), |_, batches| {
+            let (mut rows, mut inner) = (0usize, Vec::new());
+            for b in batches {
+                rows += b?.num_rows();
+                if inner.len() < 3 {
+                    // The scan's workers have filled the channel and wait by now.
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    let c = db.sql("SELECT COUNT(*) FROM numbers(3000000) WHERE number % 7 = 1").unwrap();
+                    inner.push(c[0].column(0).as_primitive::<arrow::datatypes::Int64Type>().value(0));
+                }
+            }
+            Ok((rows, inner))
+        });
+        let _ = done_tx.send(out.map(|(r, _)| r));
+    });
+    let got = done_rx.recv_timeout(std::time::Duration::from_secs(120)).expect("the streamed query and its consumer's queries deadlocked");
+    let inner = (0..3_000_000u64).filter(|n| n % 7 == 1).count() as i64;
+    assert_eq!(got.unwrap(), Some((5_000_000, vec![inner; 3])));
+}

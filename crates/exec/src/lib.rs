@@ -148,10 +148,9 @@ pub fn execute_in(
 /// need all input), then hand it over. The schema's fields are nullable only where a value
 /// may be NULL: for a streamed scan, a column that may hold NULLs (or an expression over one
 /// or with a NULL constant); otherwise a column of the answer that holds a NULL.
-/// When `consume` returns before the iterator ends, the scan stops. A streamed scan's
-/// workers hold their threads of the pool while they wait for `consume` to take their
-/// batches: `consume` must not wait for work on that pool (another query with as many
-/// threads), or neither side goes on.
+/// When `consume` returns before the iterator ends, the scan stops. Workers waiting for
+/// `consume` to take their batches run other jobs of their pool meanwhile, so `consume`
+/// may itself run a query on the same pool.
 ///
 /// # Errors
 /// As [`execute_in`], and `consume`'s error (the scan then stops). An error of the scan

@@ -97,6 +97,26 @@ pub(crate) fn execute_stream(
     Ok(Profile { morsels_skipped: input.skipped(), ..profile })
 }
 
+/// Sends a morsel's answer to a streamed scan's receiver. While the channel is full the
+/// worker runs other jobs of its pool (rayon's `yield_now`), else sleeps 100 us: a worker
+/// blocked in a plain send would hold its pool thread, and a consumer that waits for
+/// another query on the same pool (an embedder's closure running one) would wait forever.
+fn send_morsel(tx: &MorselSender, item: (usize, Vec<RecordBatch>)) -> Result<()> {
+    let mut item = item;
+    loop {
+        match tx.try_send(item) {
+            Ok(()) => return Ok(()),
+            Err(std::sync::mpsc::TrySendError::Disconnected(_)) => return Err(tessera_common::Error::Cancelled),
+            Err(std::sync::mpsc::TrySendError::Full(back)) => {
+                item = back;
+                if rayon::yield_now() != Some(rayon::Yield::Executed) {
+                    std::thread::sleep(std::time::Duration::from_micros(100));
+                }
+            }
+        }
+    }
+}
+
 /// Puts a streamed scan's morsels back in table order and applies its OFFSET and LIMIT:
 /// an iterator over the answer's batches, fed by the [`MorselSender`]'s receiver. It holds
 /// the morsels that finished before an earlier one (about one per worker).
@@ -399,7 +419,7 @@ fn run(
             let batches = w.kept.drain(..).map(|(_, b)| b).collect();
             w.kept_rows = 0;
             query.resize(&mut w.accounted, 0, "scan output buffer")?;
-            tx.send((m, batches)).map_err(|_| tessera_common::Error::Cancelled)?;
+            send_morsel(tx, (m, batches))?;
         }
         Ok(())
     })?;
