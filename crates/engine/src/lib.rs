@@ -50,7 +50,7 @@ use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 pub use tessera_common::{Error, Result, Settings, Table};
 use tessera_exec::Pools;
-pub use tessera_exec::{CancelToken, Profile, QueryContext, ServerMemory};
+pub use tessera_exec::{Batches, CancelToken, Profile, QueryContext, ServerMemory};
 use tessera_sql::Statement;
 pub use tessera_formats::{BatchReader, Compression, Format, Input, ReadOptions, WriteOptions, WriteStats};
 pub use tessera_storage::{Codec, DEFAULT_BLOCK_CACHE_BYTES, DEFAULT_GRANULE_ROWS, DiskTable, TableOptions};
@@ -405,7 +405,18 @@ impl Database {
             }
             return Ok((vec![], Profile::default()));
         }
-        match self.plan(sql)? {
+        self.run_statement(self.plan(sql)?, settings, cancel)
+    }
+
+    /// Runs a planned statement (not `INSERT .. FORMAT`, which [`Database::sql_in`] runs
+    /// before planning): its answer, or no batches for a statement without one.
+    fn run_statement(
+        &self,
+        statement: Statement,
+        settings: Option<&Settings>,
+        cancel: &CancelToken,
+    ) -> Result<(Vec<RecordBatch>, Profile)> {
+        match statement {
             Statement::Set { name, value } => {
                 self.set(&name, &value)?;
                 Ok((vec![], Profile::default()))
@@ -533,18 +544,21 @@ impl Database {
         sql: &str,
         settings: Option<&Settings>,
         cancel: &CancelToken,
-        consume: impl FnOnce(SchemaRef, &mut dyn Iterator<Item = Result<RecordBatch>>) -> Result<R>,
+        consume: impl FnOnce(SchemaRef, &mut Batches<'_>) -> Result<R>,
     ) -> Result<(Option<R>, Profile)> {
-        if tessera_sql::insert_format(sql).is_none()
-            && let Statement::Query { plan, settings: overrides } = self.plan(sql)?
-        {
-            let (r, profile) =
-                self.run_query(&overrides, settings, cancel, |s, query| tessera_exec::execute_stream_in(&plan, s, &self.pools, query, consume))?;
-            return Ok((Some(r), profile));
+        if tessera_sql::insert_format(sql).is_some() {
+            let (_, profile) = self.sql_in(sql, settings, cancel)?;
+            return Ok((None, profile));
         }
-        // A statement without an answer.
-        let (_, profile) = self.sql_in(sql, settings, cancel)?;
-        Ok((None, profile))
+        match self.plan(sql)? {
+            Statement::Query { plan, settings: overrides } => {
+                let (r, profile) = self
+                    .run_query(&overrides, settings, cancel, |s, query| tessera_exec::execute_stream_in(&plan, s, &self.pools, query, consume))?;
+                Ok((Some(r), profile))
+            }
+            // A statement without an answer.
+            other => self.run_statement(other, settings, cancel).map(|(_, profile)| (None, profile)),
+        }
     }
 
     /// Runs one statement whose rows come from `input`: `INSERT INTO t [(cols)] FORMAT F`
@@ -711,7 +725,7 @@ pub fn reads_input(sql: &str) -> bool {
 fn write_answer(
     format: Format,
     schema: SchemaRef,
-    batches: &mut dyn Iterator<Item = Result<RecordBatch>>,
+    batches: &mut Batches<'_>,
     cancel: &CancelToken,
     opts: &WriteOptions,
     out: impl Write + Send,

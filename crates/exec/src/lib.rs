@@ -139,6 +139,9 @@ pub fn execute_in(
     Ok((batch, profile))
 }
 
+/// An answer's batches in order, as [`execute_stream_in`] hands them to its consumer.
+pub type Batches<'a> = dyn Iterator<Item = Result<RecordBatch>> + 'a;
+
 /// Runs `plan` like [`execute_batches_in`] and hands its answer to `consume`: the answer's
 /// schema and an iterator over its batches, in order. A scan without ORDER BY or LIMIT
 /// (`SELECT cols FROM t [WHERE ..]`, `numbers(N)`) streams: each morsel's rows reach
@@ -161,7 +164,7 @@ pub fn execute_stream_in<R>(
     settings: &Settings,
     pools: &Pools,
     query: &QueryContext,
-    consume: impl FnOnce(SchemaRef, &mut dyn Iterator<Item = Result<RecordBatch>>) -> Result<R>,
+    consume: impl FnOnce(SchemaRef, &mut Batches<'_>) -> Result<R>,
 ) -> Result<(R, Profile)> {
     query.check_cancelled()?;
     let pruned = prune::pruned_plan(plan)?;
@@ -201,7 +204,7 @@ fn consume_whole<R>(
     settings: &Settings,
     pools: &Pools,
     query: &QueryContext,
-    consume: impl FnOnce(SchemaRef, &mut dyn Iterator<Item = Result<RecordBatch>>) -> Result<R>,
+    consume: impl FnOnce(SchemaRef, &mut Batches<'_>) -> Result<R>,
 ) -> Result<(R, Profile)> {
     let (batches, profile) = execute_batches_in(plan, settings, pools, query)?;
     let schema = tighten_nullability(&batches);

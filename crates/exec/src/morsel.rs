@@ -171,4 +171,19 @@ impl<'a> Input<'a> {
             None => self.table.schema().field(c).is_nullable(),
         }
     }
+
+    /// Whether `e` (an expression of a plan whose computed expressions are `computed`) may
+    /// be NULL in a row: its column may hold NULLs, or the expression reads such a column or
+    /// has a NULL constant.
+    pub(crate) fn may_be_null(&self, e: &crate::plan::ScalarExpr, computed: &[crate::expr::Expr]) -> bool {
+        match *e {
+            crate::plan::ScalarExpr::Computed(i) => {
+                let x = &computed[i];
+                let mut cols = Vec::new();
+                x.columns(&mut cols);
+                x.has_null_literal() || cols.iter().any(|&c| self.may_have_nulls(c))
+            }
+            ref e => self.may_have_nulls(e.column()),
+        }
+    }
 }

@@ -39,7 +39,7 @@ pub(crate) fn execute(
     pool: &rayon::ThreadPool,
     query: &QueryContext,
 ) -> Result<(Vec<RecordBatch>, Profile)> {
-    let input = Input::open(&plan.table, &Plan::Scan(plan.clone()).columns_used(), query)?;
+    let input = open(plan, query)?;
     let (batch, profile) = run(plan, &input, settings, pool, query, false, None)?;
     Ok((batch, Profile { morsels_skipped: input.skipped(), ..profile }))
 }
@@ -65,20 +65,17 @@ pub(crate) fn open<'a>(plan: &'a ScanPlan, query: &'a QueryContext) -> Result<In
 pub(crate) fn stream_schema(plan: &ScanPlan, input: &Input<'_>) -> SchemaRef {
     let fields: Vec<Field> = plan.output[..plan.visible]
         .iter()
-        .map(|(name, e)| {
-            let (dt, nulls) = match e {
-                ScalarExpr::Computed(i) => {
-                    let x = &plan.computed[*i];
-                    let mut cols = Vec::new();
-                    x.columns(&mut cols);
-                    (x.data_type(), x.has_null_literal() || cols.iter().any(|&c| input.may_have_nulls(c)))
-                }
-                e => (e.data_type(&plan.table), input.may_have_nulls(e.column())),
-            };
-            Field::new(name, dt, nulls)
-        })
+        .map(|(name, e)| Field::new(name, output_type(plan, e), input.may_be_null(e, &plan.computed)))
         .collect();
     Arc::new(Schema::new(fields))
+}
+
+/// The type of output expression `e` of `plan`.
+fn output_type(plan: &ScanPlan, e: &ScalarExpr) -> DataType {
+    match e {
+        ScalarExpr::Computed(i) => plan.computed[*i].data_type(),
+        e => e.data_type(&plan.table),
+    }
 }
 
 /// Runs a scan plan that [`streams`] over `input` ([`open`]), sending each morsel's answer
@@ -117,7 +114,8 @@ fn send_morsel(tx: &MorselSender, item: (usize, Vec<RecordBatch>)) -> Result<()>
     }
 }
 
-/// Puts a streamed scan's morsels back in table order and applies its OFFSET and LIMIT:
+/// Puts a streamed scan's morsels back in table order and applies its OFFSET (it has no
+/// LIMIT, see [`streams`]):
 /// an iterator over the answer's batches, fed by the [`MorselSender`]'s receiver. It holds
 /// the morsels that finished before an earlier one (about one per worker).
 pub(crate) struct TableOrder {
@@ -127,7 +125,6 @@ pub(crate) struct TableOrder {
     next: usize,
     ready: std::collections::VecDeque<RecordBatch>,
     skip: usize,
-    left: usize,
     keep: Vec<usize>,
     /// The answer's schema, for the one empty batch of an answer without rows.
     schema: SchemaRef,
@@ -142,7 +139,6 @@ impl TableOrder {
             next: 0,
             ready: Default::default(),
             skip: plan.order.offset,
-            left: plan.order.limit.unwrap_or(usize::MAX),
             keep: (0..plan.visible).collect(),
             schema,
             emitted: false,
@@ -155,17 +151,13 @@ impl Iterator for TableOrder {
 
     fn next(&mut self) -> Option<Result<RecordBatch>> {
         loop {
-            if self.left == 0 {
-                return None;
-            }
             while let Some(b) = self.ready.pop_front() {
                 if self.skip >= b.num_rows() {
                     self.skip -= b.num_rows();
                     continue;
                 }
-                let n = (b.num_rows() - self.skip).min(self.left);
-                let out = b.slice(self.skip, n).project(&self.keep);
-                (self.skip, self.left) = (0, self.left - n);
+                let out = b.slice(self.skip, b.num_rows() - self.skip).project(&self.keep);
+                self.skip = 0;
                 self.emitted = true;
                 return Some(out.map_err(Into::into));
             }
@@ -214,13 +206,7 @@ fn run(
     let mut fields: Vec<Field> = plan
         .output
         .iter()
-        .map(|(name, e)| {
-            let dt = match e {
-                ScalarExpr::Computed(i) => plan.computed[*i].data_type(),
-                e => e.data_type(&plan.table),
-            };
-            Field::new(name, dt, true)
-        })
+        .map(|(name, e)| Field::new(name, output_type(plan, e), true))
         .collect();
     let mut order = plan.order.clone();
     let row_col = (sorted || with_rows).then_some(fields.len());

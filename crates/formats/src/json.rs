@@ -544,11 +544,6 @@ impl<R: BufRead + Send> BatchReader for JsonReader<R> {
     }
 }
 
-/// Bytes of input a chunk of [`JsonChunks`] starts with (it grows to about a batch of rows).
-const MIN_CHUNK_BYTES: usize = 1 << 20;
-/// Most bytes a chunk takes when rows are short (a longer row makes a longer chunk).
-const MAX_CHUNK_BYTES: usize = 4 << 20;
-
 /// Where the whole rows of `bytes` (which starts between rows) end: after the last line
 /// break outside every object and string, and how many rows (top-level objects) end before
 /// it. `None` when no such line break: a row longer than `bytes`, or input that is not
@@ -636,37 +631,19 @@ impl<R: BufRead> JsonChunks<R> {
             self.offset += end as u64;
             match rows {
                 Some(rows) => {
-                    let per_row = end / (rows as usize).max(1);
-                    self.chunk_bytes = (per_row * READ_BATCH_ROWS).clamp(MIN_CHUNK_BYTES, MAX_CHUNK_BYTES);
+                    self.chunk_bytes = crate::text::next_chunk_bytes(end, rows);
                     self.rows += rows;
                 }
                 // The last chunk: its rows are not needed after it.
                 None => break,
             }
         }
-        let (opts, schema) = (&self.opts, &self.schema);
+        let opts = &self.opts;
+        // A chunk's batches; its reader stops after an error, which is then the last.
         let parse = |(bytes, rows, offset): &(Vec<u8>, u64, u64)| -> Vec<Result<RecordBatch>> {
-            let mut out = Vec::new();
-            match JsonReader::new_at(bytes.as_slice(), opts, *rows, *offset) {
-                Ok(r) => {
-                    for b in r {
-                        let failed = b.is_err();
-                        out.push(b.and_then(|b| if b.schema() == *schema { Ok(b) } else { Err(Error::internal("a chunk's schema differs")) }));
-                        if failed {
-                            break;
-                        }
-                    }
-                }
-                Err(e) => out.push(Err(e)),
-            }
-            out
+            JsonReader::new_at(bytes.as_slice(), opts, *rows, *offset).map_or_else(|e| vec![Err(e)], Iterator::collect)
         };
-        let parsed: Vec<Vec<Result<RecordBatch>>> = if chunks.len() > 1 {
-            use rayon::prelude::*;
-            chunks.par_iter().map(parse).collect()
-        } else {
-            chunks.iter().map(parse).collect()
-        };
+        let parsed = crate::text::parse_chunks(&chunks, parse);
         for batches in parsed {
             let failed = batches.last().is_some_and(|b| b.is_err());
             self.ready.extend(batches);
@@ -736,7 +713,7 @@ pub(crate) fn reader<'a, R: BufRead + Send + 'a>(mut src: R, opts: &ReadOptions)
         buf: Vec::new(),
         offset: 0,
         rows: 0,
-        chunk_bytes: MIN_CHUNK_BYTES,
+        chunk_bytes: crate::text::MIN_CHUNK_BYTES,
         ready: Default::default(),
         eof: false,
         done: false,

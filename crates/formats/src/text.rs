@@ -324,10 +324,27 @@ struct FieldRef {
 /// Least bytes of input one parsing task takes (ClickHouse's parallel parsing cuts its
 /// input into segments of `min_chunk_bytes_for_parallel_parsing`, 10 MiB there; smaller
 /// here so that a few MiB of input already keep every worker busy).
-const MIN_CHUNK_BYTES: usize = 1 << 20;
+pub(crate) const MIN_CHUNK_BYTES: usize = 1 << 20;
 
 /// Most bytes of input a chunk takes unless one row is longer.
 pub(crate) const MAX_CHUNK_BYTES: usize = 4 << 20;
+
+/// Bytes of the next chunk after one of `bytes` holding `rows` rows: about a batch
+/// ([`READ_BATCH_ROWS`]) of rows that long, within [`MIN_CHUNK_BYTES`]..[`MAX_CHUNK_BYTES`].
+pub(crate) fn next_chunk_bytes(bytes: usize, rows: u64) -> usize {
+    (bytes / (rows as usize).max(1) * READ_BATCH_ROWS).clamp(MIN_CHUNK_BYTES, MAX_CHUNK_BYTES)
+}
+
+/// `parse` applied to each chunk, on the threads of the current rayon pool when there are
+/// several.
+pub(crate) fn parse_chunks<C: Sync, P: Send>(chunks: &[C], parse: impl Fn(&C) -> P + Sync + Send) -> Vec<P> {
+    if chunks.len() > 1 {
+        use rayon::prelude::*;
+        chunks.par_iter().map(parse).collect()
+    } else {
+        chunks.iter().map(parse).collect()
+    }
+}
 
 /// The end (one past its line break) of the last complete row in `bytes`, which starts at
 /// a row boundary; `None` when no row ends in it. TabSeparated rows end at every `\n`. CSV
@@ -782,19 +799,13 @@ impl<R: BufRead> TextReader<R> {
             let chunk = std::mem::replace(&mut self.buf, rest);
             let lines = line_count(&chunk);
             // About a batch of rows per chunk, within the bounds.
-            let per_line = chunk.len() / (lines as usize).max(1);
-            self.chunk_bytes = (per_line * READ_BATCH_ROWS).clamp(MIN_CHUNK_BYTES, MAX_CHUNK_BYTES);
+            self.chunk_bytes = next_chunk_bytes(chunk.len(), lines);
             chunks.push((chunk, self.lines, self.eof && self.buf.is_empty()));
             self.lines += lines;
         }
         let rows = &self.rows;
         let parse = |(bytes, first, last): &(Vec<u8>, u64, bool)| rows.parse_chunk(bytes, *first, *last);
-        let parsed: Vec<Chunk> = if chunks.len() > 1 {
-            use rayon::prelude::*;
-            chunks.par_iter().map(parse).collect()
-        } else {
-            chunks.iter().map(parse).collect()
-        };
+        let parsed: Vec<Chunk> = parse_chunks(&chunks, parse);
         for (k, chunk) in parsed.into_iter().enumerate() {
             if chunk.cut_in_quotes {
                 // Parity cut this chunk inside a quoted field: the rows from its start are

@@ -43,19 +43,16 @@ pub(crate) fn write_sorted(
     if rows > u32::MAX as usize {
         return Err(Error::InvalidArgument(format!("{rows} rows in one part; at most 2^32-1")));
     }
-    let mut w = PartWriter::new(dir, layout)?;
-    let batch = batch_rows(layout).max(1);
     if layout.sort_key.is_empty() {
         // No sort key: the rows go in as they are, slices of the chunks (no copy).
-        for (k, &len) in lens.iter().enumerate() {
-            for off in (0..len).step_by(batch) {
-                let n = batch.min(len - off);
-                w.write(n, &|c| Ok(columns[c][k].slice(off, n)))?;
-                progress(n);
-            }
-        }
-        return w.finish();
+        let mut chunks = (0..lens.len()).map(|k| Ok(columns.iter().map(|c| c[k].clone()).collect()));
+        return match write_unsorted(dir, layout, &mut chunks, progress)? {
+            0 => Err(Error::internal("a part needs at least one row")),
+            _ => Ok(()),
+        };
     }
+    let mut w = PartWriter::new(dir, layout)?;
+    let batch = batch_rows(layout).max(1);
     // The rows in sort-key order, as (chunk, row in chunk) through the chunks' starts.
     let fields = layout.sort_key.iter().map(|&k| SortField::new(layout.schema.field(k).data_type().clone())).collect();
     let conv = RowConverter::new(fields)?;
@@ -88,9 +85,9 @@ pub(crate) fn write_sorted(
 
 /// Writes the rows of `chunks` (each one chunk of every column, in table column order) into
 /// the empty directory `dir` as one part in the order they come, as the iterator produces
-/// them: a table without sort key takes an insert this way, so the input is parsed while
-/// earlier rows are encoded and never held whole. Returns the rows written; none write no
-/// part (and leave `dir` empty).
+/// them, calling `progress(rows)` after each batch written: a table without sort key takes
+/// an insert this way, so the input is parsed while earlier rows are encoded and never held
+/// whole. Returns the rows written; none write no part (and leave `dir` empty).
 ///
 /// # Errors
 /// As [`write_sorted`], and the iterator's errors.
@@ -98,6 +95,7 @@ pub(crate) fn write_unsorted(
     dir: &std::path::Path,
     layout: &Layout,
     chunks: &mut dyn Iterator<Item = Result<Vec<ArrayRef>>>,
+    progress: &(dyn Fn(usize) + Sync),
 ) -> Result<u64> {
     if !layout.sort_key.is_empty() {
         return Err(Error::internal("write_unsorted for a table with a sort key"));
@@ -121,6 +119,7 @@ pub(crate) fn write_unsorted(
         for off in (0..len).step_by(batch) {
             let n = batch.min(len - off);
             w.write(n, &|c| Ok(cols[c].slice(off, n)))?;
+            progress(n);
         }
         rows += len as u64;
     }

@@ -559,14 +559,7 @@ impl DiskTable {
     /// removed).
     pub fn insert_chunks(&self, columns: &[Vec<ArrayRef>], progress: &(dyn Fn(usize) + Sync)) -> Result<()> {
         let fields = self.schema.fields();
-        if columns.len() != fields.len() {
-            return Err(Error::InvalidArgument(format!(
-                "table {}: {} columns inserted, the table has {}",
-                self.name,
-                columns.len(),
-                fields.len()
-            )));
-        }
+        self.check_width(columns.len())?;
         for (f, chunks) in fields.iter().zip(columns) {
             self.check_column(f, chunks)?;
         }
@@ -580,6 +573,15 @@ impl DiskTable {
             return Err(e);
         }
         self.commit_part(&tmp, None)
+    }
+
+    /// Checks that `n` columns are inserted: as many as the table has.
+    fn check_width(&self, n: usize) -> Result<()> {
+        let want = self.schema.fields().len();
+        if n != want {
+            return Err(Error::InvalidArgument(format!("table {}: {n} columns inserted, the table has {want}", self.name)));
+        }
+        Ok(())
     }
 
     /// Checks that the chunks of one inserted column have field `f`'s type, and no NULL if it
@@ -612,21 +614,8 @@ impl DiskTable {
     /// As [`DiskTable::insert_chunks`], and the iterator's errors.
     pub fn insert_stream(&self, batches: &mut dyn Iterator<Item = Result<RecordBatch>>) -> Result<u64> {
         let fields = self.schema.fields();
-        let check = |b: &RecordBatch| -> Result<Vec<ArrayRef>> {
-            if b.num_columns() != fields.len() {
-                return Err(Error::InvalidArgument(format!(
-                    "table {}: {} columns inserted, the table has {}",
-                    self.name,
-                    b.num_columns(),
-                    fields.len()
-                )));
-            }
-            for (f, a) in fields.iter().zip(b.columns()) {
-                self.check_column(f, std::slice::from_ref(a))?;
-            }
-            Ok(b.columns().to_vec())
-        };
         if !self.layout.sort_key.is_empty() {
+            // The rows are collected to be sorted; insert_chunks checks their columns.
             let mut columns: Vec<Vec<ArrayRef>> = vec![Vec::new(); fields.len()];
             let mut rows = 0u64;
             for b in batches {
@@ -634,18 +623,26 @@ impl DiskTable {
                 if b.num_rows() == 0 {
                     continue;
                 }
+                self.check_width(b.num_columns())?;
                 rows += b.num_rows() as u64;
-                for (c, a) in check(&b)?.into_iter().enumerate() {
-                    columns[c].push(a);
+                for (c, a) in b.columns().iter().enumerate() {
+                    columns[c].push(a.clone());
                 }
             }
             self.insert_chunks(&columns, &|_| {})?;
             return Ok(rows);
         }
+        let check = |b: RecordBatch| -> Result<Vec<ArrayRef>> {
+            self.check_width(b.num_columns())?;
+            for (f, a) in fields.iter().zip(b.columns()) {
+                self.check_column(f, std::slice::from_ref(a))?;
+            }
+            Ok(b.columns().to_vec())
+        };
         let tmp = self.dir.join(tmp_name("insert"));
         std::fs::create_dir(&tmp).map_err(io(&tmp))?;
-        let mut chunks = batches.map(|b| b.and_then(|b| check(&b)));
-        match merge::write_unsorted(&tmp, &self.layout, &mut chunks) {
+        let mut chunks = batches.map(|b| b.and_then(check));
+        match merge::write_unsorted(&tmp, &self.layout, &mut chunks, &|_| {}) {
             Ok(0) => {
                 let _ = std::fs::remove_dir_all(&tmp);
                 Ok(0)

@@ -150,20 +150,6 @@ impl Ctx<'_> {
     }
 }
 
-/// Whether key or aggregate input `e` may be NULL in a row: its column may hold NULLs, or
-/// the expression reads such a column or has a NULL constant.
-fn may_have_nulls(plan: &AggregatePlan, input: &Input<'_>, e: &ScalarExpr) -> bool {
-    match *e {
-        ScalarExpr::Computed(i) => {
-            let x = &plan.computed[i];
-            let mut cols = Vec::new();
-            x.columns(&mut cols);
-            x.has_null_literal() || cols.iter().any(|&c| input.may_have_nulls(c))
-        }
-        e => input.may_have_nulls(e.column()),
-    }
-}
-
 /// `plan` with every group key appended to its ORDER BY as a tie-break (hidden outputs for
 /// keys not in the SELECT list) when it has ORDER BY or LIMIT: groups are unique by key, so
 /// the order is total and the answer does not depend on the thread count, the scheduling or
@@ -244,7 +230,7 @@ pub(super) fn group_by(
     // have read a filter column for a few rows only, see `Prewhere::select`).
     let other_cols = Plan::Aggregate(AggregatePlan { filter: None, ..plan.clone() }).columns_used();
     let input = Input::open(table, &used, query)?;
-    let has_nulls: Vec<bool> = keys.iter().map(|(k, _)| may_have_nulls(plan, &input, k)).collect();
+    let has_nulls: Vec<bool> = keys.iter().map(|(k, _)| input.may_be_null(k, &plan.computed)).collect();
     let (mut layout, specs) = choose_layout(&keys, &has_nulls, settings.group_by_force_serialized);
     if hashed {
         if specs.len() != 1 || specs[0].width != 0 {
@@ -450,7 +436,7 @@ where
     let chunk_lens = plan.table.chunk_lens();
     ctx.new_accs()?; // validates the aggregate types once
     let new_accs = || ctx.new_accs().expect("validated above");
-    let input_nulls: Vec<bool> = plan.aggs.iter().filter_map(|a| a.input).map(|e| may_have_nulls(plan, ctx.input, &e)).collect();
+    let input_nulls: Vec<bool> = plan.aggs.iter().filter_map(|a| a.input).map(|e| ctx.input.may_be_null(&e, &plan.computed)).collect();
     // String states (MIN/MAX, COUNT(DISTINCT) of strings) need their bytes: those aggregate
     // through per-partition hash tables instead of scattered rows.
     let scatter = scatter_ok(&input_nulls) && new_accs().iter().all(|a| a.scatterable());
