@@ -317,6 +317,39 @@ fn parallel_serialization_equals_the_sequential_writer() {
     }
 }
 
+/// 12,000 copies of the edge batch with one more batch at position 3000: one row whose
+/// string column holds `long` (a value longer than a chunk).
+fn edge_batches_with(long: &str) -> Vec<RecordBatch> {
+    let edge = edge_batch();
+    let mut batches: Vec<RecordBatch> = (0..12_000).map(|_| edge.clone()).collect();
+    let mut cols: Vec<ArrayRef> = edge.slice(0, 1).columns().to_vec();
+    cols[10] = Arc::new(StringArray::from(vec![long]));
+    batches.insert(3000, RecordBatch::try_new(edge.schema(), cols).unwrap());
+    batches
+}
+
+/// Reads `bad` (in `format`, into `schema`) on `pool` up to its error: every batch before
+/// the error must equal the next rows of `want`, and none may follow it. Returns the rows
+/// read and the error's text.
+fn rows_then_error(format: Format, bad: &[u8], schema: &SchemaRef, pool: &rayon::ThreadPool, want: &RecordBatch) -> (usize, String) {
+    let mut rows = 0;
+    let mut err = None;
+    for b in pool.install(|| {
+        let opts = ReadOptions { compression: Compression::None, schema: Some(schema.clone()), source: "t".into() };
+        reader(format, Input::Stream(Box::new(bad)), &opts).unwrap().collect::<Vec<_>>()
+    }) {
+        match b {
+            Ok(b) => {
+                assert!(err.is_none(), "{format}: a batch after the error");
+                assert_eq!(&b, &want.slice(rows, b.num_rows()), "{format}: rows {rows}..");
+                rows += b.num_rows();
+            }
+            Err(e) => err = Some(e.to_string()),
+        }
+    }
+    (rows, err.unwrap_or_else(|| panic!("{format}: no error")))
+}
+
 /// TabSeparated and CSV are parsed a chunk of rows per thread (parallel parsing): over
 /// several MiB of every stored type (CSV quoted fields with line breaks, `\r\n`, quotes and
 /// commas; TSV escapes), plus one value longer than a chunk, reading on 3 threads and on 1
@@ -324,14 +357,10 @@ fn parallel_serialization_equals_the_sequential_writer() {
 /// (counted across quoted line breaks) and comes after whole batches of the rows before it.
 #[test]
 fn parallel_text_parsing_equals_the_rows_written() {
-    let edge = edge_batch();
-    let schema = edge.schema();
-    let mut batches: Vec<RecordBatch> = (0..12_000).map(|_| edge.clone()).collect();
     // A value longer than a chunk, with line breaks, quotes and commas in it.
     let long: String = (0..200_000).map(|i| format!("row {i}, \"q\"\n\r\t\\")).collect();
-    let mut cols: Vec<ArrayRef> = edge.slice(0, 1).columns().to_vec();
-    cols[10] = Arc::new(StringArray::from(vec![long.as_str()]));
-    batches.insert(3000, RecordBatch::try_new(schema.clone(), cols).unwrap());
+    let batches = edge_batches_with(&long);
+    let schema = batches[0].schema();
     let want = concat(&batches, &schema);
     let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
     let three = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
@@ -354,22 +383,7 @@ fn parallel_text_parsing_equals_the_rows_written() {
         bad.extend_from_slice(b"7\n");
         bad.extend_from_slice(&bytes[cut..]);
         for pool in [&one, &three] {
-            let mut rows = 0;
-            let mut err = None;
-            for b in pool.install(|| {
-                let opts = ReadOptions { compression: Compression::None, schema: Some(schema.clone()), source: "t".into() };
-                reader(format, Input::Stream(Box::new(&bad[..])), &opts).unwrap().collect::<Vec<_>>()
-            }) {
-                match b {
-                    Ok(b) => {
-                        assert!(err.is_none(), "{format}: a batch after the error");
-                        assert_eq!(&b, &want.slice(rows, b.num_rows()), "{format}: rows {rows}..");
-                        rows += b.num_rows();
-                    }
-                    Err(e) => err = Some(e.to_string()),
-                }
-            }
-            let err = err.unwrap_or_else(|| panic!("{format}: no error"));
+            let (rows, err) = rows_then_error(format, &bad, &schema, pool, &want);
             assert!(err.contains(&format!("line {line}: expected 15 fields, found 1")), "{format}: {err}");
             assert!(rows <= 4001 * 5 && rows > 0, "{format}: {rows} rows before the error");
         }
@@ -433,13 +447,9 @@ fn rowbinary_rows_across_buffer_ends_read_back() {
 /// the same (on one thread).
 #[test]
 fn parallel_json_parsing_equals_the_rows_written() {
-    let edge = edge_batch();
-    let schema = edge.schema();
-    let mut batches: Vec<RecordBatch> = (0..12_000).map(|_| edge.clone()).collect();
     let long: String = (0..200_000).map(|i| format!("{{row {i}}}, \"q\"\n\\[")).collect();
-    let mut cols: Vec<ArrayRef> = edge.slice(0, 1).columns().to_vec();
-    cols[10] = Arc::new(StringArray::from(vec![long.as_str()]));
-    batches.insert(3000, RecordBatch::try_new(schema.clone(), cols).unwrap());
+    let batches = edge_batches_with(&long);
+    let schema = batches[0].schema();
     let want = concat(&batches, &schema);
     let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
     let three = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
@@ -457,22 +467,7 @@ fn parallel_json_parsing_equals_the_rows_written() {
     bad.extend_from_slice(b"{\"nope\":1}\n");
     bad.extend_from_slice(&bytes[cut..]);
     for pool in [&one, &three] {
-        let mut rows = 0;
-        let mut err = None;
-        for b in pool.install(|| {
-            let opts = ReadOptions { compression: Compression::None, schema: Some(schema.clone()), source: "t".into() };
-            reader(Format::JsonEachRow, Input::Stream(Box::new(&bad[..])), &opts).unwrap().collect::<Vec<_>>()
-        }) {
-            match b {
-                Ok(b) => {
-                    assert!(err.is_none(), "a batch after the error");
-                    assert_eq!(&b, &want.slice(rows, b.num_rows()), "rows {rows}..");
-                    rows += b.num_rows();
-                }
-                Err(e) => err = Some(e.to_string()),
-            }
-        }
-        let err = err.expect("an error");
+        let (rows, err) = rows_then_error(Format::JsonEachRow, &bad, &schema, pool, &want);
         // Byte: after `{"nope":`, where the key is known.
         assert!(err.contains(&format!("row {} (byte {})", before + 1, cut + 8)) && err.contains("names no column"), "{err}");
         assert!(rows <= before && rows > 0, "{rows} rows before the error");
