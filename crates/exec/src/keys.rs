@@ -568,39 +568,57 @@ impl<'a> KeyReader<'a> {
     /// Serialized keys: per key a validity byte, then 8 bytes (fixed) or a u32 length and
     /// the bytes (string), little endian.
     pub(crate) fn serialized(&self, arrs: &[&ArrayRef], sel: Option<&[u32]>, n: usize, out: &mut Vec<Box<[u8]>>) {
-        let mut bufs: Vec<Vec<u8>> = vec![Vec::new(); n];
-        let mut raws = Vec::new();
-        let mut strs = Vec::new();
+        // Every key column of the batch is read first, so that each row's key is allocated
+        // once at its final length (growing it key by key reallocated each row several
+        // times, and the final boxing once more: half of Q40's aggregation time).
+        enum Values<'v> {
+            Fixed(Vec<u64>),
+            Bytes(Vec<&'v [u8]>),
+        }
+        let row = |i: usize| sel.map_or(i, |s| s[i] as usize);
+        let mut lens = vec![0usize; n];
+        let mut cols = Vec::with_capacity(self.specs.len());
         for (k, spec) in self.specs.iter().enumerate() {
-            let arr = arrs[k];
-            let nulls = arr.logical_nulls();
-            let row = |i: usize| sel.map_or(i, |s| s[i] as usize);
-            if spec.width == 0 {
-                strs.clear();
+            let valid: Option<Vec<bool>> =
+                arrs[k].logical_nulls().map(|nb| (0..n).map(|i| nb.is_valid(row(i))).collect());
+            let is_valid = |i: usize| valid.as_ref().is_none_or(|v| v[i]);
+            let values = if spec.width == 0 {
+                let mut strs = Vec::with_capacity(n);
                 self.strings(k, arrs, sel, &mut strs);
-                for (i, b) in bufs.iter_mut().enumerate() {
-                    if nulls.as_ref().is_some_and(|nb| nb.is_null(row(i))) {
-                        b.push(0);
-                    } else {
-                        b.push(1);
+                for (i, l) in lens.iter_mut().enumerate() {
+                    *l += 1 + if is_valid(i) { 4 + strs[i].len() } else { 0 };
+                }
+                Values::Bytes(strs)
+            } else {
+                let mut raws = Vec::with_capacity(n);
+                self.raws(k, arrs, sel, &mut raws);
+                for (i, l) in lens.iter_mut().enumerate() {
+                    *l += 1 + if is_valid(i) { 8 } else { 0 };
+                }
+                Values::Fixed(raws)
+            };
+            cols.push((values, valid));
+        }
+        out.clear();
+        out.extend(lens.iter().enumerate().map(|(i, &len)| {
+            let mut b = Vec::with_capacity(len);
+            for (values, valid) in &cols {
+                if valid.as_ref().is_some_and(|v| !v[i]) {
+                    b.push(0);
+                    continue;
+                }
+                b.push(1);
+                match values {
+                    Values::Fixed(raws) => b.extend_from_slice(&raws[i].to_le_bytes()),
+                    Values::Bytes(strs) => {
                         b.extend_from_slice(&(strs[i].len() as u32).to_le_bytes());
                         b.extend_from_slice(strs[i]);
                     }
                 }
-            } else {
-                self.raws(k, arrs, sel, &mut raws);
-                for (i, b) in bufs.iter_mut().enumerate() {
-                    if nulls.as_ref().is_some_and(|nb| nb.is_null(row(i))) {
-                        b.push(0);
-                    } else {
-                        b.push(1);
-                        b.extend_from_slice(&raws[i].to_le_bytes());
-                    }
-                }
             }
-        }
-        out.clear();
-        out.extend(bufs.into_iter().map(Vec::into_boxed_slice));
+            debug_assert_eq!(b.len(), len);
+            b.into_boxed_slice()
+        }));
     }
 
     /// Value of key `k` from its raw bit pattern.
