@@ -740,6 +740,7 @@ impl Expr {
 
 mod eval;
 mod pattern;
+mod seq;
 
 pub use eval::{evaluate, true_mask};
 pub use pattern::{Pattern, Replacement};
