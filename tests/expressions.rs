@@ -1,6 +1,6 @@
 //! Randomized differential test of expressions and aggregates against a naive row-at-a-time
 //! evaluator: random expression trees (arithmetic, comparisons, AND/OR/NOT, IN, CASE,
-//! IS NULL, LIKE, coalesce, length) over typed columns with NULLs and edge values
+//! IS NULL, LIKE, coalesce, length, substring) over typed columns with NULLs and edge values
 //! (integer extremes, -0.0, NaN, +-inf, empty strings), as WHERE conditions, aggregate
 //! inputs (SUM, MIN, MAX, COUNT, COUNT(DISTINCT)) and GROUP BY keys, at 1-3 threads with
 //! the two-level path forced in some queries. Fixed seed; a mismatch prints the SQL.
@@ -254,11 +254,40 @@ fn numeric(r: &mut Rng, depth: u32) -> Gen {
                 }),
             }
         }
-        _ => Gen {
+        _ if r.below(2) == 0 => Gen {
             sql: "length(s)".into(),
             ty: Ty::Unsigned,
             eval: Box::new(|x| x.s.as_ref().map_or(V::Null, |s| V::U(s.len() as u64))),
         },
+        _ => {
+            // substring in characters (ClickHouse's rules for offset and length).
+            let offset = r.below(9) as i64 - 4;
+            let length = [None, Some(-2), Some(-1), Some(0), Some(1), Some(2), Some(5)][r.below(7) as usize];
+            let sql = match length {
+                Some(n) => format!("length(substring(s, {offset}, {n}))"),
+                None => format!("length(substr(s, {offset}))"),
+            };
+            Gen {
+                sql,
+                ty: Ty::Unsigned,
+                eval: Box::new(move |x| {
+                    let Some(s) = &x.s else { return V::Null };
+                    let chars: Vec<char> = s.chars().collect();
+                    let l = chars.len() as i64;
+                    if offset == 0 {
+                        return V::U(0);
+                    }
+                    let start = if offset > 0 { offset - 1 } else { l + offset };
+                    let end = match length {
+                        None => l,
+                        Some(n) if n >= 0 => start + n,
+                        Some(n) => l + n,
+                    };
+                    let (a, b) = (start.clamp(0, l), end.clamp(start.clamp(0, l), l));
+                    V::U(chars[a as usize..b as usize].iter().map(|c| c.len_utf8() as u64).sum())
+                }),
+            }
+        }
     }
 }
 

@@ -38,6 +38,37 @@ fn nullable_only_where_the_answer_holds_a_null() {
     assert!(out.windows(16).any(|w| w == b"Nullable(UInt64)"), "{out:?}");
 }
 
+/// `SELECT NULL` (type `Nullable(Nothing)`) and a query without FROM (ClickHouse's
+/// `system.one`), in each format as ClickHouse 26.9 (chDB) writes `SELECT NULL AS x, 1 AS y
+/// FROM numbers(2)`.
+#[test]
+fn null_columns_and_select_without_from() {
+    let db = Database::new();
+    let cases: [(&str, &[u8]); 8] = [
+        ("TabSeparated", b"\\N\t1\n\\N\t1\n"),
+        ("TSVWithNames", b"x\ty\n\\N\t1\n\\N\t1\n"),
+        ("CSV", b"\\N,1\n\\N,1\n"),
+        ("CSVWithNames", b"\"x\",\"y\"\n\\N,1\n\\N,1\n"),
+        ("JSONEachRow", b"{\"x\":null,\"y\":1}\n{\"x\":null,\"y\":1}\n"),
+        ("Native", b"\x02\x02\x01x\x11Nullable(Nothing)\x01\x0100\x01y\x05UInt8\x01\x01"),
+        ("RowBinary", b"\x01\x01\x01\x01"),
+        ("RowBinaryWithNamesAndTypes", b"\x02\x01x\x01y\x11Nullable(Nothing)\x05UInt8\x01\x01\x01\x01"),
+    ];
+    for (format, want) in cases {
+        let mut out = Vec::new();
+        let sql = "SELECT NULL AS x, 1::UInt8 AS y FROM numbers(2)";
+        db.write_query(sql, Format::parse(format).unwrap(), &WriteOptions::default(), &mut out).unwrap();
+        assert_eq!(out, want, "{format}: {:?}", String::from_utf8_lossy(&out));
+    }
+    let b = db.sql("SELECT 1 + 1 AS two, substring('hello', 2, 3) AS s, dummy").unwrap();
+    assert_eq!(b.iter().map(|b| b.num_rows()).sum::<usize>(), 1);
+    assert_eq!(b[0].column(0).as_primitive::<UInt64Type>().value(0), 2);
+    assert_eq!(b[0].column(1).as_string::<i32>().value(0), "ell");
+    assert_eq!(b[0].column(2).as_primitive::<arrow::datatypes::UInt8Type>().value(0), 0);
+    let none = db.sql("SELECT 1 AS x WHERE 1 = 0").unwrap();
+    assert_eq!(none.iter().map(|b| b.num_rows()).sum::<usize>(), 0);
+}
+
 #[test]
 fn insert_format_is_all_or_nothing_on_disk() {
     let dir = tempfile::tempdir().unwrap();

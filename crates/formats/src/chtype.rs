@@ -91,6 +91,10 @@ pub(crate) enum Wire {
     String,
     /// `FixedString(N)`: N bytes, read as Binary.
     FixedString(usize),
+    /// `Nothing` (only as `Nullable(Nothing)`, the type of `NULL`): every value is NULL;
+    /// Native writes one placeholder byte `'0'` per row, as ClickHouse does. Written, never
+    /// read (no column of Tessera's tables has this type).
+    Nothing,
 }
 
 impl Wire {
@@ -104,6 +108,7 @@ impl Wire {
             Wire::DateTime64(_) => 8,
             Wire::String => return None,
             Wire::FixedString(n) => n,
+            Wire::Nothing => 1,
         })
     }
 
@@ -116,6 +121,7 @@ impl Wire {
             Wire::DateTime | Wire::DateTime64(_) => DataType::Timestamp(TimeUnit::Second, None),
             Wire::String => DataType::Utf8,
             Wire::FixedString(_) => DataType::Binary,
+            Wire::Nothing => DataType::Null,
         }
     }
 }
@@ -141,6 +147,8 @@ pub fn clickhouse_type(field: &Field) -> Result<String> {
         DataType::Utf8 | DataType::Binary => "String",
         DataType::Date32 => "Date32",
         DataType::Timestamp(TimeUnit::Second, None) => "DateTime('UTC')",
+        // The type of NULL: every value is NULL, so the column is Nullable whatever its field says.
+        DataType::Null => return Ok("Nullable(Nothing)".to_string()),
         other => {
             return Err(Error::NotImplemented(format!(
                 "column {} of type {other}: no ClickHouse type for it in Tessera's formats",
@@ -218,6 +226,7 @@ pub(crate) fn wire_of(dt: &DataType) -> Option<Wire> {
     Some(match dt {
         DataType::Utf8 | DataType::Binary => Wire::String,
         DataType::Timestamp(TimeUnit::Second, None) => Wire::DateTime,
+        DataType::Null => Wire::Nothing,
         _ => return None,
     })
 }

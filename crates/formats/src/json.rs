@@ -99,8 +99,8 @@ impl<'a> JsonWriter<'a> {
 
 impl BatchWriter for JsonWriter<'_> {
     fn write(&mut self, batch: &RecordBatch) -> Result<()> {
-        let cols: Vec<(TextCol<'_>, Option<&arrow::buffer::NullBuffer>)> =
-            batch.columns().iter().map(|c| Ok((TextCol::new(c)?, c.nulls()))).collect::<Result<_>>()?;
+        let cols: Vec<(TextCol<'_>, Option<arrow::buffer::NullBuffer>)> =
+            batch.columns().iter().map(|c| Ok((TextCol::new(c)?, c.logical_nulls()))).collect::<Result<_>>()?;
         for r in 0..batch.num_rows() {
             self.buf.push(b'{');
             for (c, (tc, nulls)) in cols.iter().enumerate() {
@@ -108,7 +108,7 @@ impl BatchWriter for JsonWriter<'_> {
                     self.buf.push(b',');
                 }
                 self.buf.extend_from_slice(&self.keys[c]);
-                if nulls.is_some_and(|n| n.is_null(r)) {
+                if nulls.as_ref().is_some_and(|n| n.is_null(r)) {
                     self.buf.extend_from_slice(b"null");
                     continue;
                 }

@@ -127,6 +127,9 @@ pub(crate) fn read_string(r: &mut impl BufRead, max: u64) -> io::Result<Option<V
 /// outside `DateTime`'s range.
 pub(crate) fn fixed_bytes(col: &dyn Array, wire: Wire, name: &str, row_base: u64) -> Result<FixedBytes> {
     let len = col.len();
+    if wire == Wire::Nothing {
+        return Ok(FixedBytes::Owned(vec![b'0'; len]));
+    }
     if let Wire::Fixed(p) = wire {
         let w = p.width();
         let data = col.to_data();
@@ -253,10 +256,10 @@ impl<'a> NativeWriter<'a> {
             let (wire, ty) = &self.layouts[c];
             put_string(&mut self.buf, field.name().as_bytes());
             put_string(&mut self.buf, ty.as_bytes());
-            if field.is_nullable() {
+            if field.is_nullable() || *wire == Wire::Nothing {
                 let start = self.buf.len();
                 self.buf.resize(start + col.len(), 0);
-                if let Some(n) = col.nulls() {
+                if let Some(n) = col.logical_nulls() {
                     for (i, valid) in n.iter().enumerate() {
                         self.buf[start + i] = u8::from(!valid);
                     }

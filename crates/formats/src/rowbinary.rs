@@ -69,7 +69,7 @@ enum Cells<'b> {
 
 impl BatchWriter for RowBinaryWriter<'_> {
     fn write(&mut self, batch: &RecordBatch) -> Result<()> {
-        let cols: Vec<(Cells<'_>, Option<Option<&arrow::buffer::NullBuffer>>)> = batch
+        let cols: Vec<(Cells<'_>, Option<Option<arrow::buffer::NullBuffer>>)> = batch
             .columns()
             .iter()
             .zip(&self.layouts)
@@ -79,13 +79,13 @@ impl BatchWriter for RowBinaryWriter<'_> {
                     Wire::String => Cells::Str(StrView::of(col.as_ref())),
                     w => Cells::Fixed(fixed_bytes(col.as_ref(), *w, f.name(), self.rows)?, w.width().unwrap_or(0)),
                 };
-                Ok((cells, f.is_nullable().then_some(col.nulls())))
+                Ok((cells, (f.is_nullable() || *wire == Wire::Nothing).then(|| col.logical_nulls())))
             })
             .collect::<Result<_>>()?;
         for r in 0..batch.num_rows() {
             for (cells, nullable) in &cols {
                 if let Some(nulls) = nullable {
-                    if nulls.is_some_and(|n| n.is_null(r)) {
+                    if nulls.as_ref().is_some_and(|n| n.is_null(r)) {
                         self.buf.push(1);
                         continue;
                     }

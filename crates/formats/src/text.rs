@@ -163,7 +163,8 @@ impl<'b> TextCol<'b> {
             DataType::Date32 => TextCol::Date(col.as_primitive::<Date32Type>()),
             DataType::Timestamp(TimeUnit::Second, None) => TextCol::Time(col.as_primitive::<TimestampSecondType>()),
             DataType::Utf8 | DataType::Binary => TextCol::Str(StrView::of(col.as_ref())),
-            DataType::Decimal128(_, _) | DataType::Boolean => {
+            // `Null`: every value is NULL, so the formatter is never asked for one.
+            DataType::Decimal128(_, _) | DataType::Boolean | DataType::Null => {
                 TextCol::Other(arrow::util::display::ArrayFormatter::try_new(col.as_ref(), &Default::default())?)
             }
             other => return Err(Error::NotImplemented(format!("writing a column of type {other} as text"))),
@@ -244,15 +245,15 @@ impl<'a> TextWriter<'a> {
 
 impl BatchWriter for TextWriter<'_> {
     fn write(&mut self, batch: &RecordBatch) -> Result<()> {
-        let cols: Vec<(TextCol<'_>, Option<&arrow::buffer::NullBuffer>)> =
-            batch.columns().iter().map(|c| Ok((TextCol::new(c)?, c.nulls()))).collect::<Result<_>>()?;
+        let cols: Vec<(TextCol<'_>, Option<arrow::buffer::NullBuffer>)> =
+            batch.columns().iter().map(|c| Ok((TextCol::new(c)?, c.logical_nulls()))).collect::<Result<_>>()?;
         let (sep, csv) = (if self.csv { b',' } else { b'\t' }, self.csv);
         for r in 0..batch.num_rows() {
             for (c, (tc, nulls)) in cols.iter().enumerate() {
                 if c > 0 {
                     self.buf.push(sep);
                 }
-                if nulls.is_some_and(|n| n.is_null(r)) {
+                if nulls.as_ref().is_some_and(|n| n.is_null(r)) {
                     self.buf.extend_from_slice(b"\\N");
                     continue;
                 }

@@ -59,6 +59,14 @@ impl ColumnSource for Numbers {
     }
 }
 
+/// The table a `SELECT` without `FROM` reads: ClickHouse's `system.one`, one row of one
+/// `UInt8` column `dummy` holding 0 (`SELECT 1 + 1` is one row, as in ClickHouse and DuckDB).
+pub(crate) fn one() -> Result<Arc<Table>> {
+    let schema = Arc::new(Schema::new(vec![Field::new("dummy", DataType::UInt8, false)]));
+    let dummy: ArrayRef = Arc::new(arrow::array::UInt8Array::from(vec![0u8]));
+    Ok(Arc::new(Table::from_columns("one", schema, vec![vec![dummy]])?))
+}
+
 /// The table of `numbers(args)` / `numbers_mt(args)`, if `name` is one of them.
 ///
 /// # Errors

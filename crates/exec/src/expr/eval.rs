@@ -277,6 +277,24 @@ fn map_strings(a: &ArrayRef, mut f: impl FnMut(&[u8], &mut Vec<u8>, bool)) -> Re
     })
 }
 
+/// The `[start, end)` units of a value of `len` units that `substring(.., offset, length)`
+/// takes (ClickHouse's rules, see [`Func::Substring`]).
+fn substring_span(len: usize, offset: i64, length: Option<i64>) -> (usize, usize) {
+    if offset == 0 {
+        return (0, 0);
+    }
+    let l = i64::try_from(len).unwrap_or(i64::MAX);
+    let start = if offset > 0 { offset - 1 } else { l.saturating_add(offset) };
+    let end = match length {
+        None => l,
+        Some(n) if n >= 0 => start.saturating_add(n),
+        Some(n) => l.saturating_add(n),
+    };
+    let s = start.clamp(0, l);
+    let e = end.clamp(s, l);
+    (s as usize, e as usize)
+}
+
 fn timestamps(a: &ArrayRef) -> Result<&PrimitiveArray<TimestampSecondType>> {
     a.as_primitive_opt::<TimestampSecondType>()
         .ok_or_else(|| Error::internal(format!("timestamp function on {}", a.data_type())))
@@ -318,6 +336,22 @@ fn eval_func(func: &Func, args: &[Expr], dtype: &DataType, cols: &[Option<ArrayR
                 Val::Array(acc)
             }
         }
+        Func::Substring { offset, length } => arg(0)?.map(|a| {
+            map_strings(a, |v, out, utf8| {
+                if !utf8 || v.is_ascii() {
+                    let (s, e) = substring_span(v.len(), *offset, *length);
+                    out.extend_from_slice(&v[s..e]);
+                } else {
+                    // Characters: the span in characters, then its byte bounds.
+                    let text = std::str::from_utf8(v).expect("a UTF-8 array holds valid UTF-8");
+                    let (s, e) = substring_span(text.chars().count(), *offset, *length);
+                    let mut bounds = text.char_indices().map(|(b, _)| b).chain([v.len()]);
+                    let start = bounds.nth(s).unwrap_or(v.len());
+                    let end = if e == s { start } else { bounds.nth(e - s - 1).unwrap_or(v.len()) };
+                    out.extend_from_slice(&v[start..end]);
+                }
+            })
+        })?,
         Func::RegexpReplace { pattern, replacement, all } => arg(0)?.map(|a| {
             // One search state per evaluation: this morsel's thread owns its caches.
             let mut search = pattern.searching(*a.data_type() == DataType::Utf8);

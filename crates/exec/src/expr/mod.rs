@@ -152,6 +152,18 @@ pub enum Func {
     Upper,
     /// `concat(s, ..)`.
     Concat,
+    /// `substring(s, offset[, length])` (`substr`, `mid`, `SUBSTRING(s FROM o FOR n)`),
+    /// ClickHouse's rules: `offset` counts from 1, from the end when negative, and 0 gives
+    /// an empty string; a negative `length` leaves that many units off the end; the span is
+    /// clipped to the value. Units: bytes of a binary value, characters of a UTF-8 string
+    /// (ClickHouse's `substringUTF8`; the same as bytes for ASCII), so a result is always
+    /// valid UTF-8.
+    Substring {
+        /// 1-based start (negative: from the end).
+        offset: i64,
+        /// Units to take (negative: units to leave off the end); `None`: to the end.
+        length: Option<i64>,
+    },
     /// `REGEXP_REPLACE(s, pattern, replacement)` (ClickHouse `replaceRegexpAll`: every
     /// match), or `replaceRegexpOne` (`all = false`: the first match). `\0`..`\9` in the
     /// replacement insert capture groups, `\\` a backslash.
@@ -581,6 +593,7 @@ impl Expr {
     }
 
     /// A function call by (case-insensitive) name: `length`, `lower`, `upper`, `concat`,
+    /// `substring` / `substr` / `mid` / `substringUTF8`,
     /// `regexp_replace` / `replaceRegexpAll`, `replaceRegexpOne`, `match`, `date_trunc`,
     /// `toStartOfMinute` / `Hour` / `Day`, `toMinute` / `minute`, `toHour` / `hour`,
     /// `toSecond` / `second`, `toDate`, `coalesce`, `if`, `intDiv`.
@@ -645,6 +658,32 @@ impl Expr {
                     }
                 }
                 func(Func::Concat, args, DataType::Utf8)
+            }
+            "substring" | "substr" | "mid" | "substringutf8" => {
+                if !(2..=3).contains(&args.len()) {
+                    return Err(Error::plan(format!("{name} takes 2 or 3 arguments, got {}", args.len())));
+                }
+                string_arg(&args[0])?;
+                let mut ints = Vec::with_capacity(2);
+                for a in &args[1..] {
+                    ints.push(match a {
+                        Expr::Literal(Literal::Null) => return Ok(Expr::Literal(Literal::Null)),
+                        Expr::Literal(Literal::Int(v)) => *v,
+                        Expr::Literal(Literal::UInt(v)) => i64::try_from(*v).unwrap_or(i64::MAX),
+                        other => {
+                            return Err(Error::plan(format!(
+                                "{name}: offset and length must be constant integers, got {}",
+                                other.data_type()
+                            )));
+                        }
+                    });
+                }
+                let dtype = match args[0].data_type() {
+                    DataType::Null => DataType::Utf8,
+                    t => t,
+                };
+                args.truncate(1);
+                func(Func::Substring { offset: ints[0], length: ints.get(1).copied() }, args, dtype)
             }
             "regexp_replace" | "replaceregexpall" | "replaceregexpone" => {
                 arity(3, &args)?;

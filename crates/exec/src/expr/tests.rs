@@ -189,3 +189,55 @@ fn int_to_string_equals_arrow_cast() {
         assert_eq!(got.as_string::<i32>(), want.as_string::<i32>(), "{}", a.data_type());
     }
 }
+
+/// `substring` as ClickHouse 26.9 (chDB) answers, bytes for ASCII and binary values,
+/// characters (`substringUTF8`) for non-ASCII UTF-8 strings; NULL stays NULL.
+#[test]
+fn substring_follows_clickhouse() {
+    let cases: &[(&str, i64, Option<i64>, &str)] = &[
+        ("hello", 2, None, "ello"),
+        ("hello", 2, Some(2), "el"),
+        ("hello", 0, Some(2), ""),
+        ("hello", -2, None, "lo"),
+        ("hello", -2, Some(1), "l"),
+        ("hello", 2, Some(-1), "ell"),
+        ("hello", 10, None, ""),
+        ("hello", 1, Some(0), ""),
+        ("hello", -10, Some(7), "he"),
+        ("hello", 3, Some(100), "llo"),
+        ("hello", -10, Some(2), ""),
+        ("hello", 2, Some(-3), "e"),
+        ("hello", -3, Some(-1), "ll"),
+        ("hello", 5, Some(-1), ""),
+        ("hello", i64::MAX, Some(2), ""),
+        ("hello", -i64::MAX, Some(i64::MAX), "hello"),
+        ("", 1, Some(2), ""),
+        ("héllo wörld", 2, Some(3), "éll"),
+        ("héllo wörld", -4, None, "örld"),
+        ("héllo", -10, Some(3), ""),
+        ("日本語テキスト", 3, Some(-2), "語テキ"),
+    ];
+    for &(s, offset, length, want) in cases {
+        let a: ArrayRef = Arc::new(StringArray::from(vec![Some(s), None]));
+        let mut args = vec![col(0, &a), Expr::literal(if offset < 0 { Literal::Int(offset) } else { Literal::UInt(offset as u64) })];
+        if let Some(n) = length {
+            args.push(Expr::literal(if n < 0 { Literal::Int(n) } else { Literal::UInt(n as u64) }));
+        }
+        let e = Expr::function("substring", args).unwrap();
+        let out = run(&e, &[a]).unwrap();
+        let out = out.as_string::<i32>();
+        assert_eq!(out.value(0), want, "substring({s:?}, {offset}, {length:?})");
+        assert!(out.is_null(1));
+    }
+    // Binary values count bytes (ClickHouse's substring): a cut inside a character is kept.
+    let b: ArrayRef = Arc::new(BinaryArray::from(vec![&b"h\xc3\xa9llo"[..]]));
+    let e = Expr::function("substr", vec![col(0, &b), lit_u(2), lit_u(1)]).unwrap();
+    assert_eq!(run(&e, &[b]).unwrap().as_binary::<i32>().value(0), b"\xc3");
+    // NULL offset: NULL; a column offset is refused at plan time.
+    let a: ArrayRef = Arc::new(StringArray::from(vec!["x"]));
+    let e = Expr::function("substring", vec![col(0, &a), Expr::literal(Literal::Null)]).unwrap();
+    assert_eq!(e.data_type(), DataType::Null);
+    let i: ArrayRef = Arc::new(Int64Array::from(vec![1]));
+    assert!(matches!(Expr::function("substring", vec![col(0, &a), col(1, &i)]), Err(Error::Plan(_))));
+    assert!(matches!(Expr::function("substring", vec![col(0, &a)]), Err(Error::Plan(_))));
+}

@@ -226,6 +226,17 @@ impl Ctx<'_> {
                 XExpr::like(self.expr_with(expr, hook)?, text, *negated, matches!(e, Expr::ILike { .. }))
             }
             Expr::Like { .. } | Expr::ILike { .. } => Err(Error::not_implemented("LIKE ANY / LIKE ... ESCAPE")),
+            Expr::Substring { expr, substring_from, substring_for, .. } => {
+                let mut args = vec![self.expr_with(expr, hook)?];
+                args.push(match substring_from {
+                    Some(from) => self.expr_with(from, hook)?,
+                    None => XExpr::literal(XLit::UInt(1)),
+                });
+                if let Some(n) = substring_for {
+                    args.push(self.expr_with(n, hook)?);
+                }
+                XExpr::function("substring", args)
+            }
             Expr::Extract { field, expr, .. } => {
                 let name = match field {
                     DateTimeField::Minute => "toMinute",
