@@ -222,81 +222,90 @@ pub(crate) unsafe fn minute_of_hour(ts: &[i64], out: &mut Vec<u8>) {
 
 /// Per-type comparison of 64 values to a constant, giving one bitmap word.
 trait Cmp64: KernelInt {
+    /// Bit `i` set where lane `i` of the 64 values at `p` is `== c` (`GT = false`) or
+    /// `> c` (`GT = true`; `SWAP`: `c > lane`). The other operators are the complements
+    /// of these words (`<>`, `<=`, `>=`), taken once per word.
+    ///
     /// # Safety
     /// AVX2; `p` points at 64 readable values.
-    unsafe fn word(p: *const Self, op: CmpOp, c: Self) -> u64;
+    unsafe fn word<const GT: bool, const SWAP: bool>(p: *const Self, c: Self) -> u64;
 }
 
-/// `a > b` per lane for signed (as is) or unsigned (sign bit flipped) integers.
+/// `a > b` per lane for signed (as is) or unsigned (sign bit flipped) integers; the lane
+/// masks of a run of 64 become one word by `$collect`.
 macro_rules! cmp64_impl {
-    ($t:ty, $set1:ident, $cmpgt:ident, $cmpeq:ident, $flip:expr, $mask:ident) => {
+    ($t:ty, $set1:ident, $cmpgt:ident, $cmpeq:ident, $flip:expr, $collect:ident) => {
         impl Cmp64 for $t {
             #[inline(always)]
-            unsafe fn word(p: *const $t, op: CmpOp, c: $t) -> u64 {
+            unsafe fn word<const GT: bool, const SWAP: bool>(p: *const $t, c: $t) -> u64 {
+                const PER: usize = 32 / std::mem::size_of::<$t>();
                 // SAFETY: the caller guarantees 64 readable values at p and AVX2.
                 unsafe {
                     let flip = $set1($flip);
                     let cv = _mm256_xor_si256($set1(c as _), flip);
-                    let mut w = 0u64;
-                    let per = 32 / std::mem::size_of::<$t>();
-                    for j in 0..64 / per {
-                        let v = _mm256_xor_si256(_mm256_loadu_si256(p.add(j * per).cast()), flip);
-                        let m = match op {
-                            CmpOp::Eq => $mask($cmpeq(v, cv)),
-                            CmpOp::NotEq => !$mask($cmpeq(v, cv)),
-                            CmpOp::Gt => $mask($cmpgt(v, cv)),
-                            CmpOp::LtEq => !$mask($cmpgt(v, cv)),
-                            CmpOp::Lt => $mask($cmpgt(cv, v)),
-                            CmpOp::GtEq => !$mask($cmpgt(cv, v)),
+                    let mut lanes = [_mm256_setzero_si256(); 64 / PER];
+                    for (j, l) in lanes.iter_mut().enumerate() {
+                        let v = _mm256_xor_si256(_mm256_loadu_si256(p.add(j * PER).cast()), flip);
+                        *l = match (GT, SWAP) {
+                            (false, _) => $cmpeq(v, cv),
+                            (true, false) => $cmpgt(v, cv),
+                            (true, true) => $cmpgt(cv, v),
                         };
-                        w |= (m & ((1u64 << per) - 1)) << (j * per);
                     }
-                    w
+                    $collect(&lanes)
                 }
             }
         }
     };
 }
 
+/// One bit per 8-bit lane of two vectors.
 #[inline(always)]
-unsafe fn mask8(v: __m256i) -> u64 {
+unsafe fn collect8(l: &[__m256i; 2]) -> u64 {
     // SAFETY: register-only.
-    unsafe { _mm256_movemask_epi8(v) as u32 as u64 }
+    unsafe { _mm256_movemask_epi8(l[0]) as u32 as u64 | (_mm256_movemask_epi8(l[1]) as u32 as u64) << 32 }
 }
+/// One bit per 16-bit lane of four vectors: pairs packed to bytes with signed saturation
+/// (all-ones stays all-ones), which interleaves the 128-bit halves; `vpermq` restores the
+/// order, and `vpmovmskb` takes 32 lanes at once.
 #[inline(always)]
-unsafe fn mask16(v: __m256i) -> u64 {
-    // SAFETY: register-only. Each 16-bit lane is all-ones or zero: take every other byte.
-    unsafe { even_bits(_mm256_movemask_epi8(v) as u32) }
-}
-#[inline(always)]
-fn even_bits(m: u32) -> u64 {
-    // keep the even bits of m (one per 16-bit lane), compacted
-    let mut x = (m & 0x5555_5555) as u64;
-    x = (x | (x >> 1)) & 0x3333_3333;
-    x = (x | (x >> 2)) & 0x0f0f_0f0f;
-    x = (x | (x >> 4)) & 0x00ff_00ff;
-    x = (x | (x >> 8)) & 0x0000_ffff;
-    x
-}
-#[inline(always)]
-unsafe fn mask32(v: __m256i) -> u64 {
+unsafe fn collect16(l: &[__m256i; 4]) -> u64 {
     // SAFETY: register-only.
-    unsafe { _mm256_movemask_ps(_mm256_castsi256_ps(v)) as u32 as u64 }
+    unsafe {
+        let lo = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packs_epi16(l[0], l[1]));
+        let hi = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packs_epi16(l[2], l[3]));
+        _mm256_movemask_epi8(lo) as u32 as u64 | (_mm256_movemask_epi8(hi) as u32 as u64) << 32
+    }
 }
+/// One bit per 32-bit lane of eight vectors.
 #[inline(always)]
-unsafe fn mask64(v: __m256i) -> u64 {
-    // SAFETY: register-only.
-    unsafe { _mm256_movemask_pd(_mm256_castsi256_pd(v)) as u32 as u64 }
+unsafe fn collect32(l: &[__m256i; 8]) -> u64 {
+    let mut w = 0u64;
+    for (j, v) in l.iter().enumerate() {
+        // SAFETY: register-only.
+        w |= (unsafe { _mm256_movemask_ps(_mm256_castsi256_ps(*v)) } as u32 as u64) << (j * 8);
+    }
+    w
+}
+/// One bit per 64-bit lane of sixteen vectors.
+#[inline(always)]
+unsafe fn collect64(l: &[__m256i; 16]) -> u64 {
+    let mut w = 0u64;
+    for (j, v) in l.iter().enumerate() {
+        // SAFETY: register-only.
+        w |= (unsafe { _mm256_movemask_pd(_mm256_castsi256_pd(*v)) } as u32 as u64) << (j * 4);
+    }
+    w
 }
 
-cmp64_impl!(i8, _mm256_set1_epi8, _mm256_cmpgt_epi8, _mm256_cmpeq_epi8, 0, mask8);
-cmp64_impl!(u8, _mm256_set1_epi8, _mm256_cmpgt_epi8, _mm256_cmpeq_epi8, i8::MIN, mask8);
-cmp64_impl!(i16, _mm256_set1_epi16, _mm256_cmpgt_epi16, _mm256_cmpeq_epi16, 0, mask16);
-cmp64_impl!(u16, _mm256_set1_epi16, _mm256_cmpgt_epi16, _mm256_cmpeq_epi16, i16::MIN, mask16);
-cmp64_impl!(i32, _mm256_set1_epi32, _mm256_cmpgt_epi32, _mm256_cmpeq_epi32, 0, mask32);
-cmp64_impl!(u32, _mm256_set1_epi32, _mm256_cmpgt_epi32, _mm256_cmpeq_epi32, i32::MIN, mask32);
-cmp64_impl!(i64, _mm256_set1_epi64x, _mm256_cmpgt_epi64, _mm256_cmpeq_epi64, 0, mask64);
-cmp64_impl!(u64, _mm256_set1_epi64x, _mm256_cmpgt_epi64, _mm256_cmpeq_epi64, i64::MIN, mask64);
+cmp64_impl!(i8, _mm256_set1_epi8, _mm256_cmpgt_epi8, _mm256_cmpeq_epi8, 0, collect8);
+cmp64_impl!(u8, _mm256_set1_epi8, _mm256_cmpgt_epi8, _mm256_cmpeq_epi8, i8::MIN, collect8);
+cmp64_impl!(i16, _mm256_set1_epi16, _mm256_cmpgt_epi16, _mm256_cmpeq_epi16, 0, collect16);
+cmp64_impl!(u16, _mm256_set1_epi16, _mm256_cmpgt_epi16, _mm256_cmpeq_epi16, i16::MIN, collect16);
+cmp64_impl!(i32, _mm256_set1_epi32, _mm256_cmpgt_epi32, _mm256_cmpeq_epi32, 0, collect32);
+cmp64_impl!(u32, _mm256_set1_epi32, _mm256_cmpgt_epi32, _mm256_cmpeq_epi32, i32::MIN, collect32);
+cmp64_impl!(i64, _mm256_set1_epi64x, _mm256_cmpgt_epi64, _mm256_cmpeq_epi64, 0, collect64);
+cmp64_impl!(u64, _mm256_set1_epi64x, _mm256_cmpgt_epi64, _mm256_cmpeq_epi64, i64::MIN, collect64);
 
 /// # Safety
 /// The CPU must have AVX2, SSE4.2 and POPCNT.
@@ -308,9 +317,26 @@ pub(crate) unsafe fn cmp<T: KernelInt>(values: &[T], op: CmpOp, c: T, out: &mut 
 
 #[inline(always)]
 fn cmp_typed<T: Cmp64>(values: &[T], op: CmpOp, c: T, out: &mut Vec<u64>) {
+    // One loop per operator (the operator is not matched per vector); `<>`, `<=` and `>=`
+    // complement the words of `=`, `>` and `<`.
     // SAFETY: each run holds exactly 64 values; AVX2 is enabled in the caller (`cmp`),
     // into which this function and the run loop are inlined.
-    crate::cmp_by_words(values, op, c, out, |run| unsafe { T::word(run.as_ptr(), op, c) })
+    macro_rules! words {
+        ($gt:literal, $swap:literal, $not:literal) => {
+            crate::cmp_by_words(values, op, c, out, |run| {
+                let w = unsafe { T::word::<$gt, $swap>(run.as_ptr(), c) };
+                if $not { !w } else { w }
+            })
+        };
+    }
+    match op {
+        CmpOp::Eq => words!(false, false, false),
+        CmpOp::NotEq => words!(false, false, true),
+        CmpOp::Gt => words!(true, false, false),
+        CmpOp::LtEq => words!(true, false, true),
+        CmpOp::Lt => words!(true, true, false),
+        CmpOp::GtEq => words!(true, true, true),
+    }
 }
 
 // ---------------------------------------------------------------------------------------
