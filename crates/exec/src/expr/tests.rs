@@ -241,3 +241,32 @@ fn substring_follows_clickhouse() {
     assert!(matches!(Expr::function("substring", vec![col(0, &a), col(1, &i)]), Err(Error::Plan(_))));
     assert!(matches!(Expr::function("substring", vec![col(0, &a)]), Err(Error::Plan(_))));
 }
+
+/// `%` and `intDiv` by a constant power of two (shift and mask) equal Rust's truncating
+/// division, for signed and unsigned values at the edges; other divisors divide.
+#[test]
+fn division_by_powers_of_two_truncates() {
+    let signed = vec![i64::MIN, i64::MIN + 1, -257, -256, -255, -3, -2, -1, 0, 1, 2, 3, 255, 256, 257, i64::MAX];
+    let unsigned = vec![0, 1, 2, 3, 255, 256, 257, u64::MAX - 1, u64::MAX];
+    let a: ArrayRef = Arc::new(Int64Array::from(signed.clone()));
+    let u: ArrayRef = Arc::new(UInt64Array::from(unsigned.clone()));
+    for d in [2u64, 4, 256, 1 << 40, 1 << 62, 3, 1000] {
+        for (op, rem) in [(ArithOp::Rem, true), (ArithOp::IntDiv, false)] {
+            // Int64 operands (a UInt64 constant with a signed column is cast to Int64).
+            let e = Expr::Arith { op, left: Box::new(col(0, &a)), right: Box::new(lit_u(d)), dtype: DataType::Int64 };
+            let out = run(&e, &[a.clone()]).unwrap();
+            let want: Vec<i64> = signed.iter().map(|&v| if rem { v.wrapping_rem(d as i64) } else { v.wrapping_div(d as i64) }).collect();
+            assert_eq!(out.as_primitive::<Int64Type>().values().to_vec(), want, "Int64 {op:?} {d}");
+            let e = Expr::arith(op, col(0, &u), lit_u(d)).unwrap();
+            let out = run(&e, &[u.clone()]).unwrap();
+            let want: Vec<u64> = unsigned.iter().map(|&v| if rem { v % d } else { v / d }).collect();
+            assert_eq!(out.as_primitive::<UInt64Type>().values().to_vec(), want, "UInt64 {op:?} {d}");
+        }
+    }
+    // NULLs stay NULL; division by zero still fails.
+    let n: ArrayRef = Arc::new(UInt64Array::from(vec![Some(7), None]));
+    let out = run(&Expr::arith(ArithOp::Rem, col(0, &n), lit_u(4)).unwrap(), &[n.clone()]).unwrap();
+    assert_eq!(out.as_primitive::<UInt64Type>().value(0), 3);
+    assert!(out.is_null(1));
+    assert!(run(&Expr::arith(ArithOp::Rem, col(0, &n), lit_u(0)).unwrap(), &[n]).is_err());
+}
