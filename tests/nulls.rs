@@ -241,3 +241,33 @@ fn select_distinct_order_by_outside_the_list() {
     assert!(db.sql("SELECT DISTINCT s FROM n ORDER BY 1").is_ok());
     assert!(matches!(db.sql("SELECT DISTINCT s FROM n ORDER BY 0"), Err(tessera::Error::Plan(_))));
 }
+
+/// `any(x)` (ClickHouse) / `any_value(x)` (DuckDB) return a non-NULL value of the group when
+/// it has one (Tessera: the group's minimum, the same on every run), NULL otherwise.
+#[test]
+fn any_returns_a_value_of_the_group() {
+    let (db, v, s) = table();
+    let b = db.sql("SELECT s, any(v) AS a, any_value(v) AS b, anyLast(s) AS c FROM n GROUP BY s").unwrap();
+    let mut groups: HashMap<Option<String>, Vec<i32>> = HashMap::new();
+    for (vi, si) in v.iter().zip(&s) {
+        let e = groups.entry(si.clone()).or_default();
+        if let Some(x) = vi {
+            e.push(*x);
+        }
+    }
+    let mut seen = 0;
+    for batch in &b {
+        let keys = batch.column(0).as_string::<i32>();
+        let (a, bv) = (batch.column(1).as_primitive::<Int32Type>(), batch.column(2).as_primitive::<Int32Type>());
+        let c = batch.column(3).as_string::<i32>();
+        for i in 0..batch.num_rows() {
+            let key = keys.is_valid(i).then(|| keys.value(i).to_string());
+            let vals = &groups[&key];
+            assert!(vals.contains(&a.value(i)), "any(v) of group {key:?} is one of its values");
+            assert_eq!(a.value(i), bv.value(i));
+            assert_eq!(c.is_valid(i), key.is_some(), "anyLast(s) is NULL only where every s is NULL");
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, groups.len());
+}

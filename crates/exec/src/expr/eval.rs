@@ -338,6 +338,21 @@ fn substring_span(len: usize, offset: i64, length: Option<i64>) -> (usize, usize
     (s as usize, e as usize)
 }
 
+/// (year, month 1..12, day 1..31) of the UTC day holding timestamp `t` (seconds): the
+/// proleptic Gregorian calendar by Howard Hinnant's `civil_from_days`
+/// (<https://howardhinnant.github.io/date_algorithms.html>), exact for every `i64` second.
+fn civil_date(t: i64) -> (i64, u32, u32) {
+    let z = t.div_euclid(86_400) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097); // [0, 146096]
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // [0, 399]
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // [0, 365]
+    let mp = (5 * doy + 2) / 153; // [0, 11], March first
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
+}
+
 fn timestamps(a: &ArrayRef) -> Result<&PrimitiveArray<TimestampSecondType>> {
     a.as_primitive_opt::<TimestampSecondType>()
         .ok_or_else(|| Error::internal(format!("timestamp function on {}", a.data_type())))
@@ -422,12 +437,16 @@ fn eval_func(func: &Func, args: &[Expr], dtype: &DataType, cols: &[Option<ArrayR
         }
         Func::Part(part) => arg(0)?.map(|a| {
             let t = timestamps(a)?;
-            let out: UInt8Array = match part {
-                DatePart::Second => t.unary(|v| v.rem_euclid(60) as u8),
-                DatePart::Minute => t.unary(|v| (v.rem_euclid(3600) / 60) as u8),
-                DatePart::Hour => t.unary(|v| (v.rem_euclid(86_400) / 3600) as u8),
+            let out: ArrayRef = match part {
+                DatePart::Second => Arc::new(t.unary::<_, UInt8Type>(|v| v.rem_euclid(60) as u8)),
+                DatePart::Minute => Arc::new(t.unary::<_, UInt8Type>(|v| (v.rem_euclid(3600) / 60) as u8)),
+                DatePart::Hour => Arc::new(t.unary::<_, UInt8Type>(|v| (v.rem_euclid(86_400) / 3600) as u8)),
+                DatePart::Day => Arc::new(t.unary::<_, UInt8Type>(|v| civil_date(v).2 as u8)),
+                DatePart::Month => Arc::new(t.unary::<_, UInt8Type>(|v| civil_date(v).1 as u8)),
+                // Years past 65535 wrap as ClickHouse's UInt16 would.
+                DatePart::Year => Arc::new(t.unary::<_, UInt16Type>(|v| civil_date(v).0 as u16)),
             };
-            Ok(Arc::new(out) as ArrayRef)
+            Ok(out)
         })?,
         Func::ToDate => arg(0)?.map(|a| {
             let t = timestamps(a)?;

@@ -139,6 +139,19 @@ pub enum DatePart {
     Minute,
     /// 0..23.
     Hour,
+    /// Day of the month, 1..31 (`toDayOfMonth`).
+    Day,
+    /// 1..12 (`toMonth`).
+    Month,
+    /// The year, as `UInt16` (`toYear`).
+    Year,
+}
+
+impl DatePart {
+    /// The part's type, as ClickHouse's `toYear` (`UInt16`) and the others (`UInt8`).
+    pub fn data_type(self) -> DataType {
+        if self == DatePart::Year { DataType::UInt16 } else { DataType::UInt8 }
+    }
 }
 
 /// Scalar functions.
@@ -596,7 +609,7 @@ impl Expr {
     /// `substring` / `substr` / `mid` / `substringUTF8`,
     /// `regexp_replace` / `replaceRegexpAll`, `replaceRegexpOne`, `match`, `date_trunc`,
     /// `toStartOfMinute` / `Hour` / `Day`, `toMinute` / `minute`, `toHour` / `hour`,
-    /// `toSecond` / `second`, `toDate`, `coalesce`, `if`, `intDiv`.
+    /// `toSecond` / `second`, `toDayOfMonth` / `day`, `toMonth` / `month`, `toYear` / `year`, `toDate`, `coalesce`, `if`, `intDiv`.
     ///
     /// # Errors
     /// [`Error::NotImplemented`] for an unknown function; [`Error::Plan`] for a wrong number
@@ -726,15 +739,19 @@ impl Expr {
                 let t = time_arg(args.pop().expect("one argument"))?;
                 func(Func::Trunc(unit), vec![t], timestamp())
             }
-            "tominute" | "minute" | "tohour" | "hour" | "tosecond" | "second" => {
+            "tominute" | "minute" | "tohour" | "hour" | "tosecond" | "second" | "todayofmonth" | "dayofmonth"
+            | "day" | "tomonth" | "month" | "toyear" | "year" => {
                 arity(1, &args)?;
                 let part = match lower.trim_start_matches("to") {
                     "minute" => DatePart::Minute,
                     "hour" => DatePart::Hour,
-                    _ => DatePart::Second,
+                    "second" => DatePart::Second,
+                    "year" => DatePart::Year,
+                    "month" => DatePart::Month,
+                    _ => DatePart::Day,
                 };
                 let t = time_arg(args.pop().expect("one argument"))?;
-                func(Func::Part(part), vec![t], DataType::UInt8)
+                func(Func::Part(part), vec![t], part.data_type())
             }
             "todate" => {
                 arity(1, &args)?;

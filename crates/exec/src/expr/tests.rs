@@ -270,3 +270,35 @@ fn division_by_powers_of_two_truncates() {
     assert!(out.is_null(1));
     assert!(run(&Expr::arith(ArithOp::Rem, col(0, &n), lit_u(0)).unwrap(), &[n]).is_err());
 }
+
+/// `toYear` / `toMonth` / `toDayOfMonth` (and `extract`) equal chrono's calendar on every
+/// day from year -2000 to 6000 and at the ends of the `i64` seconds, before and after
+/// midnight.
+#[test]
+fn date_parts_follow_the_gregorian_calendar() {
+    use chrono::{Datelike, NaiveDate};
+    let epoch = NaiveDate::from_ymd_opt(1970, 1, 1).unwrap();
+    let mut ts = Vec::new();
+    let mut want = Vec::new();
+    for day in -1_450_000i64..1_470_000 {
+        let d = epoch + chrono::Duration::days(day);
+        for s in [0, 86_399] {
+            ts.push(day * 86_400 + s);
+            want.push((d.year() as u16, d.month() as u8, d.day() as u8));
+        }
+    }
+    let a: ArrayRef = Arc::new(TimestampSecondArray::from(ts));
+    let part = |name: &str| run(&Expr::function(name, vec![col(0, &a)]).unwrap(), &[a.clone()]).unwrap();
+    let (y, m, d) = (part("toYear"), part("toMonth"), part("toDayOfMonth"));
+    let (y, m, d) = (y.as_primitive::<UInt16Type>(), m.as_primitive::<UInt8Type>(), d.as_primitive::<UInt8Type>());
+    for (i, w) in want.iter().enumerate() {
+        assert_eq!((y.value(i), m.value(i), d.value(i)), *w, "timestamp {}", a.as_primitive::<TimestampSecondType>().value(i));
+    }
+    // Far ends: no overflow, still a valid date.
+    let ends: ArrayRef = Arc::new(TimestampSecondArray::from(vec![i64::MIN, i64::MAX]));
+    for name in ["toYear", "toMonth", "toDayOfMonth"] {
+        assert!(run(&Expr::function(name, vec![col(0, &ends)]).unwrap(), &[ends.clone()]).is_ok());
+    }
+    let m = run(&Expr::function("month", vec![col(0, &ends)]).unwrap(), &[ends.clone()]).unwrap();
+    assert!((1..=12).contains(&m.as_primitive::<UInt8Type>().value(1)));
+}

@@ -242,6 +242,9 @@ impl Ctx<'_> {
                     DateTimeField::Minute => "toMinute",
                     DateTimeField::Hour => "toHour",
                     DateTimeField::Second => "toSecond",
+                    DateTimeField::Day => "toDayOfMonth",
+                    DateTimeField::Month => "toMonth",
+                    DateTimeField::Year => "toYear",
                     other => return Err(Error::not_implemented(format!("extract({other} FROM ..)"))),
                 };
                 XExpr::function(name, vec![self.expr_with(expr, hook)?])
@@ -750,6 +753,9 @@ fn agg_func(lower: &str) -> Option<AggFunc> {
         "max" => AggFunc::Max,
         // `uniq` is approximate in ClickHouse; the exact count is a valid answer.
         "uniq" | "uniqexact" => AggFunc::CountDistinct,
+        // `any` (ClickHouse) / `any_value` (DuckDB) may return any non-NULL value of the
+        // group; the minimum is one, and the same on every run and thread count.
+        "any" | "any_value" | "anylast" => AggFunc::Min,
         _ => return None,
     })
 }
