@@ -464,6 +464,9 @@ impl Expr {
     /// `%` is `fmod`, `intDiv` needs integers).
     pub fn arith(op: ArithOp, left: Expr, right: Expr) -> Result<Expr> {
         let (l, r) = (left.data_type(), right.data_type());
+        if let Some(e) = Self::date_arith(op, &left, &right)? {
+            return Ok(e);
+        }
         if !is_numeric(&l) || !is_numeric(&r) {
             return Err(Error::TypeMismatch(format!(
                 "arithmetic {op:?} needs numbers, got {} and {}",
@@ -483,6 +486,34 @@ impl Expr {
             _ => DataType::Int64,
         };
         Ok(Expr::Arith { op, left: Box::new(left), right: Box::new(right), dtype })
+    }
+
+    /// Date and time arithmetic, as ClickHouse: `date + n`, `n + date`, `date - n` move a
+    /// date by `n` days and a timestamp by `n` seconds (same type as the date; integer `n`),
+    /// `a - b` of two dates or of two timestamps is their distance in days or seconds
+    /// (`Int64`). Planned as integer arithmetic on the value's days or seconds. `None` when
+    /// neither side is a date or timestamp.
+    fn date_arith(op: ArithOp, left: &Expr, right: &Expr) -> Result<Option<Expr>> {
+        let (l, r) = (left.data_type(), right.data_type());
+        let temporal = |t: &DataType| matches!(t, DataType::Date32 | DataType::Timestamp(TimeUnit::Second, None));
+        if !temporal(&l) && !temporal(&r) {
+            return Ok(None);
+        }
+        let units = |e: &Expr| Expr::cast(e.clone(), DataType::Int64);
+        let back = |e: Expr, t: &DataType| -> Result<Expr> {
+            // Days are Int32 in a Date32 (wrapping as ClickHouse's date arithmetic does).
+            if *t == DataType::Date32 { Expr::cast(Expr::cast(e, DataType::Int32)?, DataType::Date32) } else { Expr::cast(e, t.clone()) }
+        };
+        let bad = || {
+            Error::TypeMismatch(format!("arithmetic {op:?} of {} and {}: a date or timestamp takes an integer number of days or seconds, or (for -) one of its own type", name_of(&l), name_of(&r)))
+        };
+        let e = match (op, temporal(&l), temporal(&r)) {
+            (ArithOp::Add | ArithOp::Sub, true, false) if r.is_integer() => back(Expr::arith(op, units(left)?, right.clone())?, &l)?,
+            (ArithOp::Add, false, true) if l.is_integer() => back(Expr::arith(op, left.clone(), units(right)?)?, &r)?,
+            (ArithOp::Sub, true, true) if l == r => Expr::arith(op, units(left)?, units(right)?)?,
+            _ => return Err(bad()),
+        };
+        Ok(Some(e))
     }
 
     /// `left op right`, compared in a common type (a literal takes the other side's type

@@ -302,3 +302,37 @@ fn date_parts_follow_the_gregorian_calendar() {
     let m = run(&Expr::function("month", vec![col(0, &ends)]).unwrap(), &[ends.clone()]).unwrap();
     assert!((1..=12).contains(&m.as_primitive::<UInt8Type>().value(1)));
 }
+
+/// Date and time arithmetic as ClickHouse answers it (chDB 26.9): days on dates, seconds on
+/// timestamps, the distance of two dates or timestamps; other mixes are type errors.
+#[test]
+fn date_and_time_arithmetic() {
+    // 2020-01-02 is day 18263; NULL stays NULL.
+    let d: ArrayRef = Arc::new(Date32Array::from(vec![Some(18263), None, Some(1)]));
+    let t: ArrayRef = Arc::new(TimestampSecondArray::from(vec![Some(1_577_923_200), None, Some(10)]));
+    let days = |e: Expr, cols: &[ArrayRef]| {
+        assert_eq!(e.data_type(), DataType::Date32);
+        let out = run(&e, cols).unwrap();
+        (0..out.len()).map(|i| out.is_valid(i).then(|| out.as_primitive::<Date32Type>().value(i))).collect::<Vec<_>>()
+    };
+    assert_eq!(days(Expr::arith(ArithOp::Add, col(0, &d), lit_u(1)).unwrap(), &[d.clone()]), vec![Some(18264), None, Some(2)]);
+    assert_eq!(days(Expr::arith(ArithOp::Add, lit_u(30), col(0, &d)).unwrap(), &[d.clone()]), vec![Some(18293), None, Some(31)]);
+    assert_eq!(days(Expr::arith(ArithOp::Sub, col(0, &d), lit_u(40)).unwrap(), &[d.clone()]), vec![Some(18223), None, Some(-39)]);
+    let diff = Expr::arith(ArithOp::Sub, col(0, &d), Expr::literal(Literal::Date(18232))).unwrap();
+    assert_eq!(diff.data_type(), DataType::Int64);
+    assert_eq!(run(&diff, &[d.clone()]).unwrap().as_primitive::<Int64Type>().value(0), 31);
+    let later = Expr::arith(ArithOp::Add, col(0, &t), lit_u(3600)).unwrap();
+    assert_eq!(later.data_type(), t.data_type().clone());
+    assert_eq!(run(&later, &[t.clone()]).unwrap().as_primitive::<TimestampSecondType>().value(0), 1_577_926_800);
+    let secs = Expr::arith(ArithOp::Sub, col(0, &t), Expr::literal(Literal::Timestamp(1_577_836_790))).unwrap();
+    assert_eq!(run(&secs, &[t.clone()]).unwrap().as_primitive::<Int64Type>().value(0), 86_410);
+    for (op, l, r) in [
+        (ArithOp::Mul, col(0, &d), lit_u(2)),
+        (ArithOp::Sub, lit_u(1), col(0, &d)),
+        (ArithOp::Add, col(0, &d), Expr::literal(Literal::Float(1.5))),
+        (ArithOp::Sub, col(0, &d), col(1, &t)),
+        (ArithOp::Add, col(0, &d), Expr::literal(Literal::Date(1))),
+    ] {
+        assert!(matches!(Expr::arith(op, l, r), Err(Error::TypeMismatch(_))), "{op:?}");
+    }
+}
