@@ -231,7 +231,7 @@ pub(crate) fn run(args: FormatsArgs) -> Result<()> {
                 let opts = WriteOptions { compression: *comp };
                 let (stats, s, c, p) = measure(|| {
                     let f = std::fs::File::create(&file).map_err(|e| Error::Io { path: file.clone(), source: e })?;
-                    db.write_query(&sql, format, &opts, std::io::BufWriter::with_capacity(1 << 20, f))
+                    db.write_query(&sql, format, &opts, std::io::BufWriter::with_capacity(tessera_engine::SINK_BUFFER_BYTES, f))
                 })?;
                 let bytes = stats.bytes;
                 let m = row("tessera", "read", case, format, cname, stats.rows, (s, c, p), bytes);

@@ -45,10 +45,10 @@ pub(crate) fn answer(
 ) -> Result<Profile> {
     let mut sink: Box<dyn Write + Send> = match out {
         Some(p) => Box::new(std::io::BufWriter::with_capacity(
-            1 << 20,
+            tessera_engine::SINK_BUFFER_BYTES,
             std::fs::File::create(p).map_err(|e| Error::Io { path: p.into(), source: e })?,
         )),
-        None => Box::new(std::io::BufWriter::with_capacity(1 << 20, std::io::stdout())),
+        None => Box::new(std::io::BufWriter::with_capacity(tessera_engine::SINK_BUFFER_BYTES, std::io::stdout())),
     };
     let name = out.map_or_else(|| "<stdout>".into(), |p| p.to_path_buf());
     let io = |e: std::io::Error| Error::Io { path: name.clone(), source: e };

@@ -130,7 +130,7 @@ impl BatchWriter for JsonWriter<'_> {
                 }
             }
             self.buf.extend_from_slice(b"}\n");
-            if self.buf.len() >= 1 << 16 {
+            if self.buf.len() >= crate::SINK_BUFFER_BYTES {
                 self.out.write_all(&self.buf).map_err(out_err)?;
                 self.buf.clear();
             }

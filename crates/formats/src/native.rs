@@ -278,7 +278,7 @@ impl<'a> NativeWriter<'a> {
                 }
                 _ => match fixed_bytes(col.as_ref(), *wire, field.name(), self.rows)? {
                     // Large borrowed buffers go straight to the sink (no copy).
-                    FixedBytes::Shared(b) if b.len() >= 1 << 16 => {
+                    FixedBytes::Shared(b) if b.len() >= crate::SINK_BUFFER_BYTES => {
                         self.out.write_all(&self.buf).map_err(out_err)?;
                         self.buf.clear();
                         self.out.write_all(b.as_slice()).map_err(out_err)?;

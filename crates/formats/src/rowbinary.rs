@@ -96,7 +96,7 @@ impl BatchWriter for RowBinaryWriter<'_> {
                     Cells::Str(view) => put_string(&mut self.buf, view.get(r)),
                 }
             }
-            if self.buf.len() >= 1 << 16 {
+            if self.buf.len() >= crate::SINK_BUFFER_BYTES {
                 self.out.write_all(&self.buf).map_err(out_err)?;
                 self.buf.clear();
             }
