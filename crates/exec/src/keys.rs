@@ -579,9 +579,8 @@ impl<'a> KeyReader<'a> {
         let mut lens = vec![0usize; n];
         let mut cols = Vec::with_capacity(self.specs.len());
         for (k, spec) in self.specs.iter().enumerate() {
-            let valid: Option<Vec<bool>> =
-                arrs[k].logical_nulls().map(|nb| (0..n).map(|i| nb.is_valid(row(i))).collect());
-            let is_valid = |i: usize| valid.as_ref().is_none_or(|v| v[i]);
+            let nulls = arrs[k].logical_nulls();
+            let is_valid = |i: usize| nulls.as_ref().is_none_or(|nb| nb.is_valid(row(i)));
             let values = if spec.width == 0 {
                 let mut strs = Vec::with_capacity(n);
                 self.strings(k, arrs, sel, &mut strs);
@@ -597,13 +596,13 @@ impl<'a> KeyReader<'a> {
                 }
                 Values::Fixed(raws)
             };
-            cols.push((values, valid));
+            cols.push((values, nulls));
         }
         out.clear();
         out.extend(lens.iter().enumerate().map(|(i, &len)| {
             let mut b = Vec::with_capacity(len);
-            for (values, valid) in &cols {
-                if valid.as_ref().is_some_and(|v| !v[i]) {
+            for (values, nulls) in &cols {
+                if nulls.as_ref().is_some_and(|nb| nb.is_null(row(i))) {
                     b.push(0);
                     continue;
                 }

@@ -28,6 +28,8 @@ use regex_automata::nfa::thompson::{self, backtrack, backtrack::BoundedBacktrack
 use regex_automata::{Anchored, Input};
 use regex_syntax::hir::{Dot, Hir, HirKind, Look, Repetition};
 
+use std::ops::Range;
+
 use tessera_common::{Error, Result};
 
 use super::seq::Seq;
@@ -157,6 +159,11 @@ impl Compiled {
     }
 }
 
+/// The spans of `caps`' groups.
+fn groups(caps: &Captures) -> impl Fn(usize) -> Option<Range<usize>> + '_ {
+    |g| caps.get_group(g).map(|s| s.range())
+}
+
 /// `hir` without a trailing greedy `.*` (any character but `\n`) followed by `$` (end of
 /// text), if it ends that way.
 fn without_dot_star_end(hir: &Hir) -> Option<Hir> {
@@ -196,12 +203,11 @@ impl Searching<'_> {
             let group = |g: usize| Some(slots[2 * g]..slots[2 * g + 1]);
             let end = slots[1];
             if self.c.head.is_none() {
-                rep.expand(group, text, end, out);
-                out.extend_from_slice(&text[end..]);
+                rep.splice(text, 0..end, group, out);
                 return;
             }
             if memchr::memchr(b'\n', &text[end..]).is_none() {
-                rep.expand(group, text, text.len(), out);
+                rep.splice(text, 0..text.len(), group, out);
                 return;
             }
             // The `.*$` tail cannot match: the full pattern decides (below).
@@ -225,8 +231,7 @@ impl Searching<'_> {
                 return;
             };
             if memchr::memchr(b'\n', &text[m.end()..]).is_none() {
-                out.extend_from_slice(&text[..m.start()]);
-                rep.expand(|g| caps.get_group(g).map(|s| s.range()), text, text.len(), out);
+                rep.splice(text, m.start()..text.len(), groups(caps), out);
                 return;
             }
         }
@@ -236,11 +241,7 @@ impl Searching<'_> {
         if !all || self.c.at_start_only {
             re.search_captures_with(cache, &Input::new(text), caps);
             match caps.get_match() {
-                Some(m) => {
-                    out.extend_from_slice(&text[..m.start()]);
-                    rep.expand(|g| caps.get_group(g).map(|s| s.range()), text, m.end(), out);
-                    out.extend_from_slice(&text[m.end()..]);
-                }
+                Some(m) => rep.splice(text, m.range(), groups(caps), out),
                 None => out.extend_from_slice(text),
             }
             return;
@@ -255,7 +256,7 @@ impl Searching<'_> {
             });
             let Some(m) = found else { break };
             out.extend_from_slice(&text[last..m.start()]);
-            rep.expand(|g| caps.get_group(g).map(|s| s.range()), text, m.end(), out);
+            rep.expand(text, m.range(), groups(caps), out);
             last = m.end();
         }
         out.extend_from_slice(&text[last..]);
@@ -306,18 +307,23 @@ impl Replacement {
         Ok(Replacement { pieces })
     }
 
-    /// Appends the replacement for a match whose group `g` spans `group(g)` (`None`:
-    /// unmatched) and whose whole match (group 0) ends at `end` (past the head engine's end
-    /// when it ran without the `.*$` tail).
-    fn expand(&self, group: impl Fn(usize) -> Option<std::ops::Range<usize>>, text: &[u8], end: usize, out: &mut Vec<u8>) {
+    /// Appends `text` with the match spanning `whole` replaced: the text before it, the
+    /// replacement ([`Replacement::expand`]), the text after it.
+    fn splice(&self, text: &[u8], whole: Range<usize>, group: impl Fn(usize) -> Option<Range<usize>>, out: &mut Vec<u8>) {
+        out.extend_from_slice(&text[..whole.start]);
+        let end = whole.end;
+        self.expand(text, whole, group, out);
+        out.extend_from_slice(&text[end..]);
+    }
+
+    /// Appends the replacement for a match spanning `whole` (group 0: for a head engine run
+    /// without the `.*$` tail, up to the end of the text) whose group `g` spans `group(g)`
+    /// (`None`: unmatched).
+    fn expand(&self, text: &[u8], whole: Range<usize>, group: impl Fn(usize) -> Option<Range<usize>>, out: &mut Vec<u8>) {
         for p in &self.pieces {
             match p {
                 Piece::Literal(l) => out.extend_from_slice(l),
-                Piece::Group(0) => {
-                    if let Some(m) = group(0) {
-                        out.extend_from_slice(&text[m.start..end]);
-                    }
-                }
+                Piece::Group(0) => out.extend_from_slice(&text[whole.clone()]),
                 Piece::Group(g) => {
                     if let Some(span) = group(*g) {
                         out.extend_from_slice(&text[span]);

@@ -29,16 +29,39 @@ pub(super) struct Seq {
 
 #[derive(Debug, Clone)]
 enum Op {
-    Lit(Box<[u8]>),
-    Set(AsciiSet),
+    /// The unit once.
+    One(Unit),
     Rep { unit: Unit, min: usize, max: Option<usize>, greedy: bool },
     Save(usize),
 }
 
+/// What an op matches: a literal, or one byte of a class.
 #[derive(Debug, Clone)]
 enum Unit {
     Lit(Box<[u8]>),
     Set(AsciiSet),
+}
+
+impl Unit {
+    /// Bytes one match takes.
+    fn width(&self) -> usize {
+        match self {
+            Unit::Lit(l) => l.len(),
+            Unit::Set(_) => 1,
+        }
+    }
+
+    /// Whether the unit matches at `pos` of `text`.
+    #[inline(always)]
+    fn matches_at(&self, text: &[u8], pos: usize) -> Result<bool, GaveUp> {
+        match self {
+            Unit::Lit(l) => Ok(starts_with(&text[pos..], l)),
+            Unit::Set(set) => match text.get(pos) {
+                Some(&b) => set.test(b),
+                None => Ok(false),
+            },
+        }
+    }
 }
 
 /// A class as judged on ASCII bytes: per byte [`IN`], [`OUT`] or [`UNKNOWN`] (`0x80` and
@@ -107,8 +130,8 @@ impl Seq {
     fn compile(&mut self, hir: &Hir) -> Option<()> {
         match hir.kind() {
             HirKind::Empty => {}
-            HirKind::Literal(l) => self.prog.push(Op::Lit(l.0.clone())),
-            HirKind::Class(c) => self.prog.push(Op::Set(AsciiSet::of(c))),
+            HirKind::Literal(l) => self.prog.push(Op::One(Unit::Lit(l.0.clone()))),
+            HirKind::Class(c) => self.prog.push(Op::One(Unit::Set(AsciiSet::of(c)))),
             HirKind::Concat(subs) => subs.iter().try_for_each(|s| self.compile(s))?,
             HirKind::Capture(c) => {
                 let g = c.index as usize;
@@ -158,37 +181,18 @@ impl Seq {
         while let Some(op) = self.prog.get(pc) {
             match op {
                 Op::Save(s) => slots[*s] = pos,
-                Op::Lit(l) => {
-                    if !starts_with(&text[pos..], l) {
+                Op::One(unit) => {
+                    if !unit.matches_at(text, pos)? {
                         return Ok(false);
                     }
-                    pos += l.len();
+                    pos += unit.width();
                 }
-                Op::Set(set) => match text.get(pos) {
-                    Some(&b) if set.test(b)? => pos += 1,
-                    _ => return Ok(false),
-                },
                 Op::Rep { unit, min, max, greedy } => {
-                    let limit = max.unwrap_or(usize::MAX);
-                    let (runs, width) = match unit {
-                        Unit::Set(set) => {
-                            let mut n = 0;
-                            for &b in &text[pos..] {
-                                if n == limit || !set.test(b)? {
-                                    break;
-                                }
-                                n += 1;
-                            }
-                            (n, 1)
-                        }
-                        Unit::Lit(l) => {
-                            let mut n = 0;
-                            while n < limit && starts_with(&text[pos + n * l.len()..], l) {
-                                n += 1;
-                            }
-                            (n, l.len())
-                        }
-                    };
+                    let (limit, width) = (max.unwrap_or(usize::MAX), unit.width());
+                    let mut runs = 0;
+                    while runs < limit && unit.matches_at(text, pos + runs * width)? {
+                        runs += 1;
+                    }
                     if runs < *min {
                         return Ok(false);
                     }
