@@ -488,6 +488,20 @@ impl Expr {
         Ok(Expr::Arith { op, left: Box::new(left), right: Box::new(right), dtype })
     }
 
+    /// The value of an integer (or NULL) expression that reads no column, evaluated once:
+    /// `Some(None)` for NULL, `None` for an expression of another type or over columns.
+    fn constant_int(&self) -> Result<Option<Option<i64>>> {
+        let t = self.data_type();
+        let mut cols = Vec::new();
+        self.columns(&mut cols);
+        if !cols.is_empty() || !(t.is_integer() || t == DataType::Null) {
+            return Ok(None);
+        }
+        let v = evaluate(&Expr::cast(self.clone(), DataType::Int64)?, &[], 1)?;
+        let v = v.as_primitive::<Int64Type>();
+        Ok(Some(v.is_valid(0).then(|| v.value(0))))
+    }
+
     /// Date and time arithmetic, as ClickHouse: `date + n`, `n + date`, `date - n` move a
     /// date by `n` days and a timestamp by `n` seconds (same type as the date; integer `n`),
     /// `a - b` of two dates or of two timestamps is their distance in days or seconds
@@ -507,9 +521,11 @@ impl Expr {
         let bad = || {
             Error::TypeMismatch(format!("arithmetic {op:?} of {} and {}: a date or timestamp takes an integer number of days or seconds, or (for -) one of its own type", name_of(&l), name_of(&r)))
         };
+        // An integer number of units, or NULL (the answer is then NULL).
+        let units_of = |t: &DataType| t.is_integer() || *t == DataType::Null;
         let e = match (op, temporal(&l), temporal(&r)) {
-            (ArithOp::Add | ArithOp::Sub, true, false) if r.is_integer() => back(Expr::arith(op, units(left)?, right.clone())?, &l)?,
-            (ArithOp::Add, false, true) if l.is_integer() => back(Expr::arith(op, left.clone(), units(right)?)?, &r)?,
+            (ArithOp::Add | ArithOp::Sub, true, false) if units_of(&r) => back(Expr::arith(op, units(left)?, right.clone())?, &l)?,
+            (ArithOp::Add, false, true) if units_of(&l) => back(Expr::arith(op, left.clone(), units(right)?)?, &r)?,
             (ArithOp::Sub, true, true) if l == r => Expr::arith(op, units(left)?, units(right)?)?,
             _ => return Err(bad()),
         };
@@ -711,15 +727,18 @@ impl Expr {
                 let mut ints = Vec::with_capacity(2);
                 for a in &args[1..] {
                     ints.push(match a {
-                        Expr::Literal(Literal::Null) => return Ok(Expr::Literal(Literal::Null)),
-                        Expr::Literal(Literal::Int(v)) => *v,
                         Expr::Literal(Literal::UInt(v)) => i64::try_from(*v).unwrap_or(i64::MAX),
-                        other => {
-                            return Err(Error::plan(format!(
-                                "{name}: offset and length must be constant integers, got {}",
-                                other.data_type()
-                            )));
-                        }
+                        // `-3`, `1 + 1`: evaluated once here.
+                        other => match other.constant_int()? {
+                            Some(Some(v)) => v,
+                            Some(None) => return Ok(Expr::Literal(Literal::Null)),
+                            None => {
+                                return Err(Error::plan(format!(
+                                    "{name}: offset and length must be constant integers (no column), got an expression of type {}",
+                                    other.data_type()
+                                )));
+                            }
+                        },
                     });
                 }
                 let dtype = match args[0].data_type() {

@@ -233,6 +233,11 @@ fn substring_follows_clickhouse() {
     let b: ArrayRef = Arc::new(BinaryArray::from(vec![&b"h\xc3\xa9llo"[..]]));
     let e = Expr::function("substr", vec![col(0, &b), lit_u(2), lit_u(1)]).unwrap();
     assert_eq!(run(&e, &[b]).unwrap().as_binary::<i32>().value(0), b"\xc3");
+    // A constant expression is evaluated once: substring('hello', 1 + 1) = 'ello'.
+    let h: ArrayRef = Arc::new(StringArray::from(vec!["hello"]));
+    let two = Expr::arith(ArithOp::Add, lit_u(1), lit_u(1)).unwrap();
+    let e = Expr::function("substring", vec![col(0, &h), two]).unwrap();
+    assert_eq!(run(&e, &[h]).unwrap().as_string::<i32>().value(0), "ello");
     // NULL offset: NULL; a column offset is refused at plan time.
     let a: ArrayRef = Arc::new(StringArray::from(vec!["x"]));
     let e = Expr::function("substring", vec![col(0, &a), Expr::literal(Literal::Null)]).unwrap();
@@ -326,6 +331,9 @@ fn date_and_time_arithmetic() {
     assert_eq!(run(&later, &[t.clone()]).unwrap().as_primitive::<TimestampSecondType>().value(0), 1_577_926_800);
     let secs = Expr::arith(ArithOp::Sub, col(0, &t), Expr::literal(Literal::Timestamp(1_577_836_790))).unwrap();
     assert_eq!(run(&secs, &[t.clone()]).unwrap().as_primitive::<Int64Type>().value(0), 86_410);
+    // A NULL number of days gives NULL, as in ClickHouse.
+    let null_days = Expr::arith(ArithOp::Add, col(0, &d), Expr::literal(Literal::Null)).unwrap();
+    assert_eq!(days(null_days, &[d.clone()]), vec![None, None, None]);
     for (op, l, r) in [
         (ArithOp::Mul, col(0, &d), lit_u(2)),
         (ArithOp::Sub, lit_u(1), col(0, &d)),
