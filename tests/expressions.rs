@@ -321,10 +321,26 @@ fn boolean(r: &mut Rng, depth: u32) -> Gen {
             }
         }
         2 => {
-            let p = *r.pick(&["%", "a%", "%b%", "_", "a_", "%.%/%", "b\\%c", "", "%c"]);
+            // (pattern as written, ESCAPE character, the pattern with backslash escapes).
+            let (written, escape, p) = *r.pick(&[
+                ("%", None, "%"),
+                ("a%", None, "a%"),
+                ("%b%", None, "%b%"),
+                ("_", None, "_"),
+                ("a_", None, "a_"),
+                ("%.%/%", None, "%.%/%"),
+                ("b\\%c", None, "b\\%c"),
+                ("", None, ""),
+                ("%c", None, "%c"),
+                ("b!%c", Some('!'), "b\\%c"),
+                ("%!_%", Some('!'), "%\\_%"),
+                ("a#%", Some('#'), "a\\%"),
+                ("%!!%", Some('!'), "%\\!%"),
+            ]);
             let neg = r.below(3) == 0;
+            let escape = escape.map(|c| format!(" ESCAPE '{c}'")).unwrap_or_default();
             Gen {
-                sql: format!("(s {}LIKE '{p}')", if neg { "NOT " } else { "" }),
+                sql: format!("(s {}LIKE '{written}'{escape})", if neg { "NOT " } else { "" }),
                 ty: Ty::Bool,
                 eval: Box::new(move |x| b(x.s.as_ref().map(|s| like(s.as_bytes(), p.as_bytes()) != neg))),
             }
@@ -402,7 +418,7 @@ fn rows(rng: &mut Rng, n: usize) -> Vec<Row> {
     let ints = [i32::MIN, i32::MAX, -1, 0, 1, 7, 255];
     let longs = [i64::MIN, i64::MAX, -1, 0, 1, 3, 1 << 40];
     let floats = [-0.0, 0.0, f64::NAN, -f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 1.5, -2.25, 1e300];
-    let strs = ["", "a", "ab", "b%c", "http://www.x.com/y", "Zz", "a_c", "ÿé"];
+    let strs = ["", "a", "ab", "b%c", "http://www.x.com/y", "Zz", "a_c", "ÿé", "a!b", "bxc"];
     (0..n)
         .map(|i| Row {
             a: match rng.below(10) {
@@ -615,5 +631,67 @@ fn computed_keys_against_naive_evaluator() {
         }
         have.sort();
         assert_eq!(have, want, "query {q}: {sql}\nsettings {s:?}");
+    }
+}
+
+/// Calendar SQL end to end: `GROUP BY ALL` / `ORDER BY ALL`, `INTERVAL` in both spellings,
+/// typed `DATE` constants, `toDateTime`, and the errors of each. Expected values checked
+/// with chDB 26.9 and DuckDB 2.0.
+#[test]
+fn calendar_sql() {
+    // 2020-01-31 (18292), 2020-02-29 (18321), 2021-01-03 a Sunday (18630), 2021-01-04 a
+    // Monday (18631), NULL.
+    let days = vec![Some(18292), Some(18321), Some(18630), Some(18631), None];
+    let schema = Arc::new(Schema::new(vec![Field::new("d", DataType::Date32, true)]));
+    let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(Date32Array::from(days))]).unwrap();
+    let db = Database::new();
+    db.register_batches("c", schema, &[batch]).unwrap();
+    let ints = |sql: &str| -> Vec<Vec<i64>> {
+        let batches = db.sql(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+        let mut rows = Vec::new();
+        for b in &batches {
+            for i in 0..b.num_rows() {
+                rows.push(
+                    b.columns()
+                        .iter()
+                        .map(|c| {
+                            let c = tessera::arrow::compute::cast(c, &DataType::Int64).unwrap();
+                            c.as_primitive::<Int64Type>().value(i)
+                        })
+                        .collect(),
+                );
+            }
+        }
+        rows
+    };
+    // Months start on 2020-01-01 (18262), 2020-02-01 (18293), 2021-01-01 (18628).
+    assert_eq!(
+        ints("SELECT toStartOfMonth(d) m, count(*) FROM c WHERE d IS NOT NULL GROUP BY ALL ORDER BY ALL"),
+        vec![vec![18262, 1], vec![18293, 1], vec![18628, 2]]
+    );
+    assert_eq!(
+        ints("SELECT toStartOfWeek(d) w, toMonday(d), count(*) FROM c WHERE d IS NOT NULL GROUP BY ALL ORDER BY ALL DESC"),
+        vec![vec![18630, 18631, 1], vec![18630, 18624, 1], vec![18315, 18316, 1], vec![18287, 18288, 1]]
+    );
+    // Month arithmetic clips to the month's end; the date stays a date.
+    assert_eq!(
+        ints("SELECT d + INTERVAL 1 MONTH FROM c WHERE d IS NOT NULL ORDER BY 1"),
+        vec![vec![18321], vec![18350], vec![18661], vec![18662]]
+    );
+    assert_eq!(ints("SELECT count(*) FROM c WHERE d >= DATE '2021-01-04' - INTERVAL '1 day'"), vec![vec![2]]);
+    assert_eq!(ints("SELECT count(*) FROM c WHERE d < INTERVAL 1 YEAR + DATE '2019-03-01'"), vec![vec![2]]);
+    assert_eq!(ints("SELECT toDateTime('2020-01-31 10:00:00') + INTERVAL 90 MINUTE"), vec![vec![1_580_470_200]]);
+    assert_eq!(ints("SELECT extract(dow FROM d), extract(isodow FROM d) FROM c WHERE d = '2021-01-03'"), vec![vec![0, 7]]);
+    // Errors: typed, never a panic.
+    for (sql, want) in [
+        ("SELECT INTERVAL 1 DAY - d FROM c", "an interval can be added"),
+        ("SELECT 1 + INTERVAL 1 DAY", "an interval is added to a date or timestamp"),
+        ("SELECT d + INTERVAL 'x' DAY FROM c", "constant integer"),
+        ("SELECT d + INTERVAL 9223372036854775807 DAY FROM c", "overflow"),
+        ("SELECT count(*) FROM c WHERE 'a' LIKE 'a!' ESCAPE '!'", "ends with its escape character"),
+        ("SELECT count(*) FROM c WHERE 'a' LIKE 'a' ESCAPE 'ab'", "one character"),
+    ] {
+        let err = db.sql(sql).expect_err(sql).to_string();
+        assert!(err.contains(want), "{sql}: {err}");
     }
 }

@@ -353,6 +353,68 @@ fn civil_date(t: i64) -> (i64, u32, u32) {
     (yoe + era * 400 + i64::from(month <= 2), month, day)
 }
 
+/// Days since 1970-01-01 of a date of the proleptic Gregorian calendar (month 1..12, day
+/// 1..31): the inverse of [`civil_date`], Hinnant's `days_from_civil`.
+fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400); // [0, 399]
+    let mp = i64::from((month + 9) % 12); // March = 0
+    let doy = (153 * mp + 2) / 5 + i64::from(day) - 1; // [0, 365]
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy; // [0, 146096]
+    era * 146_097 + doe - 719_468
+}
+
+/// Monday 1 .. Sunday 7 of day `d` (days since 1970-01-01, a Thursday).
+fn iso_weekday(d: i64) -> i64 {
+    (d + 3).rem_euclid(7) + 1
+}
+
+/// The start of the `unit` holding timestamp `t` (seconds).
+fn trunc(t: i64, unit: TruncUnit) -> i64 {
+    if let Some(s) = unit.seconds() {
+        return t - t.rem_euclid(s);
+    }
+    let d = t.div_euclid(86_400);
+    let start = match unit {
+        TruncUnit::Week => d - (iso_weekday(d) - 1),
+        TruncUnit::WeekFromSunday => d - iso_weekday(d) % 7,
+        _ => {
+            let (y, m, _) = civil_date(t);
+            match unit {
+                TruncUnit::Month => days_from_civil(y, m, 1),
+                TruncUnit::Quarter => days_from_civil(y, (m - 1) / 3 * 3 + 1, 1),
+                _ => days_from_civil(y, 1, 1),
+            }
+        }
+    };
+    start * 86_400
+}
+
+/// Timestamp `t` moved by `months` calendar months, the day clipped to the new month's
+/// length, the time of day kept. Saturates instead of overflowing.
+fn add_months(t: i64, months: i64) -> i64 {
+    let (y, m, d) = civil_date(t);
+    let total = (y * 12 + i64::from(m) - 1).saturating_add(months);
+    let (y2, m2) = (total.div_euclid(12), (total.rem_euclid(12) + 1) as u32);
+    let leap = (y2 % 4 == 0 && y2 % 100 != 0) || y2 % 400 == 0;
+    let len = match m2 {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    };
+    days_from_civil(y2, m2, d.min(len)).saturating_mul(86_400).saturating_add(t.rem_euclid(86_400))
+}
+
+/// The ISO 8601 week number of day `d`: the week of its Thursday, counted from the week
+/// holding that year's first Thursday.
+fn iso_week(d: i64) -> u8 {
+    let thursday = d - iso_weekday(d) + 4;
+    let (y, _, _) = civil_date(thursday * 86_400);
+    ((thursday - days_from_civil(y, 1, 1)) / 7 + 1) as u8
+}
+
 fn timestamps(a: &ArrayRef) -> Result<&PrimitiveArray<TimestampSecondType>> {
     a.as_primitive_opt::<TimestampSecondType>()
         .ok_or_else(|| Error::internal(format!("timestamp function on {}", a.data_type())))
@@ -428,13 +490,14 @@ fn eval_func(func: &Func, args: &[Expr], dtype: &DataType, cols: &[Option<ArrayR
             };
             Ok(Arc::new(out) as ArrayRef)
         })?,
-        Func::Trunc(unit) => {
-            let s = unit.seconds();
-            arg(0)?.map(|a| {
-                let t = timestamps(a)?;
-                Ok(Arc::new(t.unary::<_, TimestampSecondType>(|v| v - v.rem_euclid(s))) as ArrayRef)
-            })?
-        }
+        Func::Trunc(unit) => arg(0)?.map(|a| {
+            let t = timestamps(a)?;
+            Ok(Arc::new(t.unary::<_, TimestampSecondType>(|v| trunc(v, *unit))) as ArrayRef)
+        })?,
+        Func::AddMonths(months) => arg(0)?.map(|a| {
+            let t = timestamps(a)?;
+            Ok(Arc::new(t.unary::<_, TimestampSecondType>(|v| add_months(v, *months))) as ArrayRef)
+        })?,
         Func::Part(part) => arg(0)?.map(|a| {
             let t = timestamps(a)?;
             let out: ArrayRef = match part {
@@ -445,6 +508,13 @@ fn eval_func(func: &Func, args: &[Expr], dtype: &DataType, cols: &[Option<ArrayR
                 DatePart::Month => Arc::new(t.unary::<_, UInt8Type>(|v| civil_date(v).1 as u8)),
                 // Years past 65535 wrap as ClickHouse's UInt16 would.
                 DatePart::Year => Arc::new(t.unary::<_, UInt16Type>(|v| civil_date(v).0 as u16)),
+                DatePart::Quarter => Arc::new(t.unary::<_, UInt8Type>(|v| ((civil_date(v).1 - 1) / 3 + 1) as u8)),
+                DatePart::DayOfWeek => Arc::new(t.unary::<_, UInt8Type>(|v| iso_weekday(v.div_euclid(86_400)) as u8)),
+                DatePart::DayOfYear => Arc::new(t.unary::<_, UInt16Type>(|v| {
+                    let d = v.div_euclid(86_400);
+                    (d - days_from_civil(civil_date(v).0, 1, 1) + 1) as u16
+                })),
+                DatePart::IsoWeek => Arc::new(t.unary::<_, UInt8Type>(|v| iso_week(v.div_euclid(86_400)))),
             };
             Ok(out)
         })?,

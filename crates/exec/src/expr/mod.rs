@@ -117,15 +117,96 @@ pub enum TruncUnit {
     Hour,
     /// `toStartOfDay`.
     Day,
+    /// The Monday starting the week (`DATE_TRUNC('week', t)`, `toMonday`, ISO 8601 weeks).
+    Week,
+    /// The Sunday starting the week (`toStartOfWeek(t)`, ClickHouse's default mode 0).
+    WeekFromSunday,
+    /// `toStartOfMonth`.
+    Month,
+    /// `toStartOfQuarter`: January, April, July or October 1.
+    Quarter,
+    /// `toStartOfYear`.
+    Year,
 }
 
 impl TruncUnit {
-    fn seconds(self) -> i64 {
+    /// The unit's length when it is a fixed number of seconds (not a calendar unit).
+    pub(crate) fn seconds(self) -> Option<i64> {
         match self {
-            TruncUnit::Second => 1,
-            TruncUnit::Minute => 60,
-            TruncUnit::Hour => 3600,
-            TruncUnit::Day => 86_400,
+            TruncUnit::Second => Some(1),
+            TruncUnit::Minute => Some(60),
+            TruncUnit::Hour => Some(3600),
+            TruncUnit::Day => Some(86_400),
+            TruncUnit::Week | TruncUnit::WeekFromSunday | TruncUnit::Month | TruncUnit::Quarter | TruncUnit::Year => None,
+        }
+    }
+
+    /// The unit by its SQL name (`DATE_TRUNC`'s first argument, case-insensitive).
+    fn parse(name: &str) -> Option<TruncUnit> {
+        Some(match name.to_ascii_lowercase().as_str() {
+            "second" => TruncUnit::Second,
+            "minute" => TruncUnit::Minute,
+            "hour" => TruncUnit::Hour,
+            "day" => TruncUnit::Day,
+            "week" => TruncUnit::Week,
+            "month" => TruncUnit::Month,
+            "quarter" => TruncUnit::Quarter,
+            "year" => TruncUnit::Year,
+            _ => return None,
+        })
+    }
+}
+
+/// Units of `INTERVAL n unit` and of ClickHouse's `addDays`, `subtractMonths`, ...
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IntervalUnit {
+    /// Seconds.
+    Second,
+    /// 60 seconds.
+    Minute,
+    /// 3,600 seconds.
+    Hour,
+    /// A day (86,400 seconds: UTC has no daylight saving).
+    Day,
+    /// 7 days.
+    Week,
+    /// A calendar month: the day of the month is kept, or clipped to the last day of a
+    /// shorter month (January 31 + 1 month = February 28 or 29), as ClickHouse and DuckDB do.
+    Month,
+    /// 3 months.
+    Quarter,
+    /// 12 months.
+    Year,
+}
+
+impl IntervalUnit {
+    /// The unit by its SQL name, singular or plural, case-insensitive (`day`, `DAYS`).
+    pub fn parse(name: &str) -> Option<IntervalUnit> {
+        let n = name.to_ascii_lowercase();
+        Some(match n.strip_suffix('s').unwrap_or(&n) {
+            "second" => IntervalUnit::Second,
+            "minute" => IntervalUnit::Minute,
+            "hour" => IntervalUnit::Hour,
+            "day" => IntervalUnit::Day,
+            "week" => IntervalUnit::Week,
+            "month" => IntervalUnit::Month,
+            "quarter" => IntervalUnit::Quarter,
+            "year" => IntervalUnit::Year,
+            _ => return None,
+        })
+    }
+
+    /// (seconds, months) in one unit: exactly one of them is non-zero.
+    fn size(self) -> (i64, i64) {
+        match self {
+            IntervalUnit::Second => (1, 0),
+            IntervalUnit::Minute => (60, 0),
+            IntervalUnit::Hour => (3600, 0),
+            IntervalUnit::Day => (86_400, 0),
+            IntervalUnit::Week => (7 * 86_400, 0),
+            IntervalUnit::Month => (0, 1),
+            IntervalUnit::Quarter => (0, 3),
+            IntervalUnit::Year => (0, 12),
         }
     }
 }
@@ -145,12 +226,22 @@ pub enum DatePart {
     Month,
     /// The year, as `UInt16` (`toYear`).
     Year,
+    /// 1..4 (`toQuarter`).
+    Quarter,
+    /// Monday 1 .. Sunday 7 (`toDayOfWeek`, ISO 8601; `extract(isodow ..)`).
+    DayOfWeek,
+    /// 1..366, as `UInt16` (`toDayOfYear`).
+    DayOfYear,
+    /// The ISO 8601 week number, 1..53 (`toISOWeek`, `extract(week ..)`): weeks start on
+    /// Monday and week 1 holds the year's first Thursday.
+    IsoWeek,
 }
 
 impl DatePart {
-    /// The part's type, as ClickHouse's `toYear` (`UInt16`) and the others (`UInt8`).
+    /// The part's type, as ClickHouse's `toYear` and `toDayOfYear` (`UInt16`) and the
+    /// others (`UInt8`).
     pub fn data_type(self) -> DataType {
-        if self == DatePart::Year { DataType::UInt16 } else { DataType::UInt8 }
+        if matches!(self, DatePart::Year | DatePart::DayOfYear) { DataType::UInt16 } else { DataType::UInt8 }
     }
 }
 
@@ -196,6 +287,9 @@ pub enum Func {
     Part(DatePart),
     /// `toDate(t)`: the day of a timestamp.
     ToDate,
+    /// A timestamp moved by a number of calendar months ([`IntervalUnit::Month`]'s rule),
+    /// keeping its time of day.
+    AddMonths(i64),
     /// `coalesce(a, b, ..)`: the first non-NULL argument.
     Coalesce,
 }
@@ -490,7 +584,10 @@ impl Expr {
 
     /// The value of an integer (or NULL) expression that reads no column, evaluated once:
     /// `Some(None)` for NULL, `None` for an expression of another type or over columns.
-    fn constant_int(&self) -> Result<Option<Option<i64>>> {
+    ///
+    /// # Errors
+    /// Errors of evaluating it (an overflow).
+    pub fn constant_int(&self) -> Result<Option<Option<i64>>> {
         let t = self.data_type();
         let mut cols = Vec::new();
         self.columns(&mut cols);
@@ -500,6 +597,52 @@ impl Expr {
         let v = evaluate(&Expr::cast(self.clone(), DataType::Int64)?, &[], 1)?;
         let v = v.as_primitive::<Int64Type>();
         Ok(Some(v.is_valid(0).then(|| v.value(0))))
+    }
+
+    /// `t + INTERVAL n unit` (`n` negative: minus), as ClickHouse: a timestamp stays a
+    /// timestamp; a date stays a date for whole days, weeks, months, quarters and years and
+    /// becomes a timestamp (its midnight, UTC) for hours, minutes and seconds. Months follow
+    /// [`IntervalUnit::Month`]'s rule. NULL gives NULL.
+    ///
+    /// # Errors
+    /// [`Error::TypeMismatch`] when `t` is not a date or timestamp; [`Error::InvalidArgument`]
+    /// when `n` units of seconds overflow `Int64`.
+    pub fn add_interval(t: Expr, n: i64, unit: IntervalUnit) -> Result<Expr> {
+        let dtype = t.data_type();
+        if dtype == DataType::Null {
+            return Ok(Expr::Literal(Literal::Null));
+        }
+        if !matches!(dtype, DataType::Date32 | DataType::Timestamp(TimeUnit::Second, None)) {
+            return Err(Error::TypeMismatch(format!(
+                "an interval is added to a date or timestamp, got {}",
+                name_of(&dtype)
+            )));
+        }
+        let int = |v: i64| Expr::literal(if v < 0 { Literal::Int(v) } else { Literal::UInt(v as u64) });
+        match unit.size() {
+            (secs, 0) => {
+                let total = n
+                    .checked_mul(secs)
+                    .ok_or_else(|| Error::InvalidArgument(format!("INTERVAL {n} {unit:?}: the number of seconds overflows Int64")))?;
+                if dtype == DataType::Date32 && secs % 86_400 == 0 {
+                    Expr::arith(ArithOp::Add, t, int(total / 86_400))
+                } else {
+                    Expr::arith(ArithOp::Add, Expr::cast(t, timestamp())?, int(total))
+                }
+            }
+            (_, months) => {
+                let m = n
+                    .checked_mul(months)
+                    .ok_or_else(|| Error::InvalidArgument(format!("INTERVAL {n} {unit:?}: the number of months overflows Int64")))?;
+                let shifted =
+                    Expr::Func { func: Func::AddMonths(m), args: vec![Expr::cast(t, timestamp())?], dtype: timestamp() };
+                if dtype == DataType::Date32 {
+                    Ok(Expr::Func { func: Func::ToDate, args: vec![shifted], dtype: DataType::Date32 })
+                } else {
+                    Ok(shifted)
+                }
+            }
+        }
     }
 
     /// Date and time arithmetic, as ClickHouse: `date + n`, `n + date`, `date - n` move a
@@ -656,7 +799,11 @@ impl Expr {
     /// `substring` / `substr` / `mid` / `substringUTF8`,
     /// `regexp_replace` / `replaceRegexpAll`, `replaceRegexpOne`, `match`, `date_trunc`,
     /// `toStartOfMinute` / `Hour` / `Day`, `toMinute` / `minute`, `toHour` / `hour`,
-    /// `toSecond` / `second`, `toDayOfMonth` / `day`, `toMonth` / `month`, `toYear` / `year`, `toDate`, `coalesce`, `if`, `intDiv`.
+    /// `toSecond` / `second`, `toDayOfMonth` / `day`, `toMonth` / `month`, `toYear` / `year`,
+    /// `toQuarter`, `toDayOfWeek` (Monday 1), `toDayOfYear`, `toISOWeek`, `toStartOfWeek`
+    /// (mode 0: Sunday; odd modes: Monday), `toMonday`, `toStartOfMonth` / `Quarter` / `Year`,
+    /// `addSeconds` .. `addYears` and `subtractSeconds` .. `subtractYears` (constant counts),
+    /// `toDate`, `toDateTime`, `coalesce`, `if`, `intDiv`.
     ///
     /// # Errors
     /// [`Error::NotImplemented`] for an unknown function; [`Error::Plan`] for a wrong number
@@ -769,13 +916,12 @@ impl Expr {
             }
             "date_trunc" | "datetrunc" => {
                 arity(2, &args)?;
-                let unit = match const_str(&args[0], "unit")?.to_ascii_lowercase().as_str() {
-                    "second" => TruncUnit::Second,
-                    "minute" => TruncUnit::Minute,
-                    "hour" => TruncUnit::Hour,
-                    "day" => TruncUnit::Day,
-                    other => return Err(Error::InvalidArgument(format!("DATE_TRUNC unit '{other}' (supported: second, minute, hour, day)"))),
-                };
+                let name = const_str(&args[0], "unit")?;
+                let unit = TruncUnit::parse(&name).ok_or_else(|| {
+                    Error::InvalidArgument(format!(
+                        "DATE_TRUNC unit '{name}' (supported: second, minute, hour, day, week, month, quarter, year)"
+                    ))
+                })?;
                 let t = time_arg(args.pop().expect("two arguments"))?;
                 func(Func::Trunc(unit), vec![t], timestamp())
             }
@@ -789,8 +935,36 @@ impl Expr {
                 let t = time_arg(args.pop().expect("one argument"))?;
                 func(Func::Trunc(unit), vec![t], timestamp())
             }
+            // ClickHouse's calendar starts return a Date.
+            "tostartofweek" | "tomonday" | "tostartofmonth" | "tostartofquarter" | "tostartofyear" => {
+                let unit = match lower.as_str() {
+                    "tostartofweek" => {
+                        // toStartOfWeek(t[, mode]): an odd mode starts weeks on Monday.
+                        if !(1..=2).contains(&args.len()) {
+                            return Err(Error::plan(format!("{name} takes 1 or 2 arguments, got {}", args.len())));
+                        }
+                        let monday = match args.get(1) {
+                            None => false,
+                            Some(m) => match m.constant_int()? {
+                                Some(Some(m)) => m % 2 != 0,
+                                _ => return Err(Error::plan(format!("{name}: the mode must be a constant integer"))),
+                            },
+                        };
+                        args.truncate(1);
+                        if monday { TruncUnit::Week } else { TruncUnit::WeekFromSunday }
+                    }
+                    "tomonday" => TruncUnit::Week,
+                    "tostartofmonth" => TruncUnit::Month,
+                    "tostartofquarter" => TruncUnit::Quarter,
+                    _ => TruncUnit::Year,
+                };
+                arity(1, &args)?;
+                let t = time_arg(args.pop().expect("one argument"))?;
+                func(Func::ToDate, vec![Expr::Func { func: Func::Trunc(unit), args: vec![t], dtype: timestamp() }], DataType::Date32)
+            }
             "tominute" | "minute" | "tohour" | "hour" | "tosecond" | "second" | "todayofmonth" | "dayofmonth"
-            | "day" | "tomonth" | "month" | "toyear" | "year" => {
+            | "day" | "tomonth" | "month" | "toyear" | "year" | "toquarter" | "quarter" | "todayofweek"
+            | "dayofweek" | "todayofyear" | "dayofyear" | "toisoweek" | "week" => {
                 arity(1, &args)?;
                 let part = match lower.trim_start_matches("to") {
                     "minute" => DatePart::Minute,
@@ -798,10 +972,45 @@ impl Expr {
                     "second" => DatePart::Second,
                     "year" => DatePart::Year,
                     "month" => DatePart::Month,
+                    "quarter" => DatePart::Quarter,
+                    "dayofweek" => DatePart::DayOfWeek,
+                    "dayofyear" => DatePart::DayOfYear,
+                    "isoweek" | "week" => DatePart::IsoWeek,
                     _ => DatePart::Day,
                 };
                 let t = time_arg(args.pop().expect("one argument"))?;
                 func(Func::Part(part), vec![t], part.data_type())
+            }
+            _ if (lower.starts_with("add") || lower.starts_with("subtract"))
+                && IntervalUnit::parse(lower.trim_start_matches("add").trim_start_matches("subtract")).is_some() =>
+            {
+                // ClickHouse's addDays(t, n), subtractMonths(t, n), ...
+                arity(2, &args)?;
+                let unit = IntervalUnit::parse(lower.trim_start_matches("add").trim_start_matches("subtract"))
+                    .expect("checked by the guard");
+                let n = match args[1].constant_int()? {
+                    Some(Some(n)) => n,
+                    Some(None) => return Ok(Expr::Literal(Literal::Null)),
+                    None => return Err(Error::plan(format!("{name}: the number of units must be a constant integer"))),
+                };
+                let n = if lower.starts_with("subtract") {
+                    n.checked_neg().ok_or_else(|| Error::InvalidArgument(format!("{name}: {n} units overflow")))?
+                } else {
+                    n
+                };
+                args.truncate(1);
+                Expr::add_interval(args.pop().expect("one argument"), n, unit)
+            }
+            "todatetime" => {
+                // ClickHouse's toDateTime: a timestamp from a date (its midnight, UTC), a
+                // string ('2013-07-20 12:00:00') or seconds since 1970-01-01.
+                arity(1, &args)?;
+                let x = args.pop().expect("one argument");
+                match x.data_type() {
+                    DataType::Timestamp(TimeUnit::Second, None) | DataType::Null => Ok(x),
+                    t if t == DataType::Date32 || is_string(&t) || t.is_integer() => Expr::cast(x, timestamp()),
+                    t => Err(Error::TypeMismatch(format!("{name} needs a date, string or integer, got {t}"))),
+                }
             }
             "todate" => {
                 arity(1, &args)?;

@@ -308,6 +308,109 @@ fn date_parts_follow_the_gregorian_calendar() {
     assert!((1..=12).contains(&m.as_primitive::<UInt8Type>().value(1)));
 }
 
+/// The calendar functions (`toQuarter`, `toDayOfWeek`, `toDayOfYear`, `toISOWeek`, the
+/// `toStartOf*` weeks, months, quarters and years, `DATE_TRUNC` by those units, and
+/// `addMonths` / `INTERVAL n MONTH`) equal chrono's calendar on every day from year 1422
+/// to 2791, before and after midnight.
+#[test]
+fn calendar_functions_follow_the_gregorian_calendar() {
+    use chrono::{Datelike, Months, NaiveDate, Weekday};
+    let epoch = NaiveDate::from_ymd_opt(1970, 1, 1).unwrap();
+    let days_of = |d: NaiveDate| (d - epoch).num_days();
+    let mut ts = Vec::new();
+    let mut dates = Vec::new();
+    for day in -200_000i64..300_000 {
+        for s in [0, 86_399] {
+            ts.push(day * 86_400 + s);
+            dates.push(epoch + chrono::Duration::days(day));
+        }
+    }
+    let a: ArrayRef = Arc::new(TimestampSecondArray::from(ts.clone()));
+    let eval = |e: Expr| run(&e, &[a.clone()]).unwrap();
+    let f = |name: &str| eval(Expr::function(name, vec![col(0, &a)]).unwrap());
+    let ints = |out: ArrayRef| -> Vec<i64> {
+        let out = arrow::compute::cast(&out, &DataType::Int64).unwrap();
+        out.as_primitive::<Int64Type>().values().to_vec()
+    };
+    let check = |what: &str, got: Vec<i64>, want: &dyn Fn(NaiveDate, i64) -> i64| {
+        for (i, (d, t)) in dates.iter().zip(&ts).enumerate() {
+            assert_eq!(got[i], want(*d, *t), "{what} of {d} (timestamp {t})");
+        }
+    };
+    check("toQuarter", ints(f("toQuarter")), &|d, _| i64::from(d.month0() / 3 + 1));
+    check("toDayOfWeek", ints(f("toDayOfWeek")), &|d, _| i64::from(d.weekday().number_from_monday()));
+    check("toDayOfYear", ints(f("toDayOfYear")), &|d, _| i64::from(d.ordinal()));
+    check("toISOWeek", ints(f("toISOWeek")), &|d, _| i64::from(d.iso_week().week()));
+    // Date-returning starts: days since 1970-01-01.
+    let starts: [(&str, &dyn Fn(NaiveDate) -> NaiveDate); 5] = [
+        ("toMonday", &|d| d.week(Weekday::Mon).first_day()),
+        ("toStartOfWeek", &|d| d.week(Weekday::Sun).first_day()),
+        ("toStartOfMonth", &|d| d.with_day(1).unwrap()),
+        ("toStartOfQuarter", &|d| NaiveDate::from_ymd_opt(d.year(), d.month0() / 3 * 3 + 1, 1).unwrap()),
+        ("toStartOfYear", &|d| NaiveDate::from_ymd_opt(d.year(), 1, 1).unwrap()),
+    ];
+    for (name, start) in starts {
+        let out = f(name);
+        assert_eq!(out.data_type(), &DataType::Date32, "{name}");
+        check(name, ints(out), &|d, _| days_of(start(d)));
+    }
+    let monday_mode = Expr::function("toStartOfWeek", vec![col(0, &a), lit_u(1)]).unwrap();
+    check("toStartOfWeek(t, 1)", ints(eval(monday_mode)), &|d, _| days_of(d.week(Weekday::Mon).first_day()));
+    // DATE_TRUNC by calendar units: timestamps at the unit's first midnight.
+    for (unit, name) in [("week", "toMonday"), ("month", "toStartOfMonth"), ("quarter", "toStartOfQuarter"), ("year", "toStartOfYear")] {
+        let e = Expr::function("date_trunc", vec![Expr::literal(Literal::Str(unit.into())), col(0, &a)]).unwrap();
+        let want = ints(f(name));
+        let got = ints(eval(e));
+        for i in 0..ts.len() {
+            assert_eq!(got[i], want[i] * 86_400, "date_trunc('{unit}') of timestamp {}", ts[i]);
+        }
+    }
+    // Months: the day clipped to the new month's length, the time of day kept.
+    for n in [-1200i64, -25, -1, 1, 2, 13, 1200] {
+        let e = Expr::add_interval(col(0, &a), n, IntervalUnit::Month).unwrap();
+        check(&format!("+ INTERVAL {n} MONTH"), ints(eval(e)), &|d, t| {
+            let m = Months::new(n.unsigned_abs() as u32);
+            let moved = if n < 0 { d.checked_sub_months(m) } else { d.checked_add_months(m) }.unwrap();
+            days_of(moved) * 86_400 + t.rem_euclid(86_400)
+        });
+    }
+}
+
+/// `INTERVAL` arithmetic and ClickHouse's `addDays` / `subtractMonths` / ... types and
+/// values as ClickHouse answers them (chDB 26.9).
+#[test]
+fn interval_arithmetic() {
+    // 2020-01-31 is day 18292; 2020-01-31 10:00:00 is 1580464800.
+    let d: ArrayRef = Arc::new(Date32Array::from(vec![Some(18292), None]));
+    let t: ArrayRef = Arc::new(TimestampSecondArray::from(vec![Some(1_580_464_800), None]));
+    let value = |e: Expr, cols: &[ArrayRef]| -> (DataType, Vec<Option<i64>>) {
+        let out = run(&e, cols).unwrap();
+        let dt = out.data_type().clone();
+        let out = arrow::compute::cast(&out, &DataType::Int64).unwrap();
+        (dt, out.as_primitive::<Int64Type>().iter().collect())
+    };
+    let ts = DataType::Timestamp(arrow::datatypes::TimeUnit::Second, None);
+    // A date stays a date by whole days ...
+    let e = Expr::add_interval(col(0, &d), 2, IntervalUnit::Week).unwrap();
+    assert_eq!(value(e, &[d.clone()]), (DataType::Date32, vec![Some(18306), None]));
+    // ... and by months (2020-01-31 + 1 month = 2020-02-29, a leap year) ...
+    let e = Expr::function("addMonths", vec![col(0, &d), lit_u(1)]).unwrap();
+    assert_eq!(value(e, &[d.clone()]), (DataType::Date32, vec![Some(18321), None]));
+    // ... and becomes a timestamp by hours (midnight UTC + 3 h).
+    let e = Expr::add_interval(col(0, &d), 3, IntervalUnit::Hour).unwrap();
+    assert_eq!(value(e, &[d.clone()]), (ts.clone(), vec![Some(18292 * 86_400 + 3 * 3600), None]));
+    // Timestamps: seconds, and months keeping the time of day (2019-01-31 10:00:00).
+    let e = Expr::function("subtractYears", vec![col(0, &t), lit_u(1)]).unwrap();
+    assert_eq!(value(e, &[t.clone()]), (ts.clone(), vec![Some(1_548_928_800), None]));
+    let e = Expr::function("subtractMinutes", vec![col(0, &t), lit_u(90)]).unwrap();
+    assert_eq!(value(e, &[t.clone()]), (ts, vec![Some(1_580_464_800 - 5400), None]));
+    // Errors: a non-temporal operand, a non-constant count, an overflowing count.
+    let n: ArrayRef = Arc::new(UInt64Array::from(vec![1u64]));
+    assert!(matches!(Expr::add_interval(col(0, &n), 1, IntervalUnit::Day), Err(Error::TypeMismatch(_))));
+    assert!(matches!(Expr::function("addDays", vec![col(0, &d), col(0, &n)]), Err(Error::Plan(_))));
+    assert!(matches!(Expr::add_interval(col(0, &t), i64::MAX, IntervalUnit::Day), Err(Error::InvalidArgument(_))));
+}
+
 /// Date and time arithmetic as ClickHouse answers it (chDB 26.9): days on dates, seconds on
 /// timestamps, the distance of two dates or timestamps; other mixes are type errors.
 #[test]

@@ -11,7 +11,7 @@ use sqlparser::ast::{
     LimitClause, ObjectName, OrderByKind, OrderBySort, SelectItem, SetExpr, TableFactor, UnaryOperator,
 };
 use tessera_common::{Error, Result, Table};
-use tessera_exec::expr::{ArithOp, DatePart, Expr as XExpr, Func, Literal as XLit};
+use tessera_exec::expr::{ArithOp, DatePart, Expr as XExpr, Func, IntervalUnit, Literal as XLit};
 
 use crate::statement::Statement;
 use tessera_exec::{
@@ -135,6 +135,34 @@ impl Ctx<'_> {
         self.expr_with(e, &mut |_| Ok(None))
     }
 
+    /// `INTERVAL n unit` as (n, unit): `INTERVAL 3 DAY`, `INTERVAL '3' DAY`, `INTERVAL '3 days'`,
+    /// `INTERVAL (1 + 2) HOUR` (a constant integer).
+    fn interval(&self, i: &ast::Interval) -> Result<(i64, IntervalUnit)> {
+        let bad = || Error::plan(format!("INTERVAL {i}: expected a constant integer number of one unit (second .. year)"));
+        if i.last_field.is_some() || i.fractional_seconds_precision.is_some() {
+            return Err(bad());
+        }
+        let unit_of = |name: &str| {
+            IntervalUnit::parse(name).ok_or_else(|| Error::InvalidArgument(format!("INTERVAL unit '{name}' (supported: second, minute, hour, day, week, month, quarter, year)")))
+        };
+        let (n, unit) = match (literal(&i.value), &i.leading_field) {
+            (Some(Ok(Lit::Str(text))), None) => {
+                let mut words = text.split_whitespace();
+                match (words.next(), words.next(), words.next()) {
+                    (Some(n), Some(u), None) => (n.parse::<i64>().map_err(|_| bad())?, unit_of(u)?),
+                    _ => return Err(bad()),
+                }
+            }
+            (Some(Ok(Lit::Str(text))), Some(f)) => (text.trim().parse::<i64>().map_err(|_| bad())?, unit_of(&f.to_string())?),
+            (_, Some(f)) => match self.expr(&i.value)?.constant_int()? {
+                Some(Some(n)) => (n, unit_of(&f.to_string())?),
+                _ => return Err(bad()),
+            },
+            (_, None) => return Err(bad()),
+        };
+        Ok((n, unit))
+    }
+
     /// A typed expression; `hook` may replace any sub-expression first.
     fn expr_with(&self, e: &Expr, hook: Hook<'_>) -> Result<XExpr> {
         if let Some(x) = hook(e)? {
@@ -150,6 +178,11 @@ impl Ctx<'_> {
             Expr::Value(v) if matches!(v.value, ast::Value::Boolean(_)) => {
                 Ok(XExpr::literal(XLit::Bool(matches!(v.value, ast::Value::Boolean(true)))))
             }
+            // `DATE '2013-07-15'`, `TIMESTAMP '2013-07-15 12:00:00'`: typed constants.
+            Expr::TypedString(ts) if matches!(ts.data_type, ast::DataType::Date | ast::DataType::Timestamp(..) | ast::DataType::Datetime(_)) => {
+                let to = if ts.data_type == ast::DataType::Date { DataType::Date32 } else { DataType::Timestamp(arrow::datatypes::TimeUnit::Second, None) };
+                coerce_literal(&to, lit_expr(literal(e).expect("a typed string")?)?)
+            }
             _ if literal(e).is_some() => lit_expr(literal(e).expect("a literal")?),
             Expr::UnaryOp { op: UnaryOperator::Minus, expr } => {
                 XExpr::arith(ArithOp::Sub, XExpr::literal(XLit::UInt(0)), self.expr_with(expr, hook)?)
@@ -160,6 +193,23 @@ impl Ctx<'_> {
                 let terms = chain(e, op).into_iter().map(|t| self.expr_with(t, hook)).collect::<Result<Vec<_>>>()?;
                 if *op == BinaryOperator::And { XExpr::and(terms) } else { XExpr::or(terms) }
             }
+            Expr::BinaryOp { left, op: op @ (BinaryOperator::Plus | BinaryOperator::Minus), right }
+                if matches!(**left, Expr::Interval(_)) || matches!(**right, Expr::Interval(_)) =>
+            {
+                // `t + INTERVAL n unit`, `INTERVAL n unit + t`, `t - INTERVAL n unit`.
+                let (t, interval, minus) = match (&**left, &**right) {
+                    (t, Expr::Interval(i)) => (t, i, *op == BinaryOperator::Minus),
+                    (Expr::Interval(i), t) if *op == BinaryOperator::Plus => (t, i, false),
+                    _ => return Err(Error::plan(format!("{e}: an interval can be added to or subtracted from a date or timestamp, not the reverse"))),
+                };
+                let (n, unit) = self.interval(interval)?;
+                let n = if minus { n.checked_neg().ok_or_else(|| Error::InvalidArgument(format!("{e}: interval overflow")))? } else { n };
+                XExpr::add_interval(self.expr_with(t, hook)?, n, unit)
+            }
+            Expr::Interval(i) => Err(Error::not_implemented(format!(
+                "INTERVAL {} outside `date_or_timestamp +/- INTERVAL`",
+                i.value
+            ))),
             Expr::BinaryOp { left, op, right } => {
                 let l = self.expr_with(left, hook)?;
                 let r = self.expr_with(right, hook)?;
@@ -217,15 +267,22 @@ impl Ctx<'_> {
                 }
             }
             Expr::Cast { .. } => Err(Error::not_implemented(format!("{e}"))),
-            Expr::Like { negated, any: false, expr, pattern, escape_char: None }
-            | Expr::ILike { negated, any: false, expr, pattern, escape_char: None } => {
+            Expr::Like { negated, any: false, expr, pattern, escape_char }
+            | Expr::ILike { negated, any: false, expr, pattern, escape_char } => {
                 let text = match literal(pattern) {
                     Some(Ok(Lit::Str(s))) => s,
                     _ => return Err(Error::not_implemented(format!("LIKE with a non-literal pattern: {pattern}"))),
                 };
+                let text = match escape_char {
+                    None => text,
+                    Some(esc) => match literal(esc) {
+                        Some(Ok(Lit::Str(c))) => with_backslash_escapes(&text, &c)?,
+                        _ => return Err(Error::plan(format!("LIKE ... ESCAPE {esc}: the escape must be a constant string"))),
+                    },
+                };
                 XExpr::like(self.expr_with(expr, hook)?, text, *negated, matches!(e, Expr::ILike { .. }))
             }
-            Expr::Like { .. } | Expr::ILike { .. } => Err(Error::not_implemented("LIKE ANY / LIKE ... ESCAPE")),
+            Expr::Like { .. } | Expr::ILike { .. } => Err(Error::not_implemented("LIKE ANY / LIKE ALL")),
             Expr::Substring { expr, substring_from, substring_for, .. } => {
                 let mut args = vec![self.expr_with(expr, hook)?];
                 args.push(match substring_from {
@@ -245,6 +302,25 @@ impl Ctx<'_> {
                     DateTimeField::Day => "toDayOfMonth",
                     DateTimeField::Month => "toMonth",
                     DateTimeField::Year => "toYear",
+                    DateTimeField::Quarter => "toQuarter",
+                    DateTimeField::Week(None) | DateTimeField::IsoWeek => "toISOWeek",
+                    DateTimeField::Isodow => "toDayOfWeek",
+                    DateTimeField::DayOfYear | DateTimeField::Doy => "toDayOfYear",
+                    // Sunday 0 .. Saturday 6, as DuckDB and PostgreSQL.
+                    DateTimeField::DayOfWeek | DateTimeField::Dow => {
+                        let d = XExpr::function("toDayOfWeek", vec![self.expr_with(expr, hook)?])?;
+                        return XExpr::arith(ArithOp::Rem, d, XExpr::literal(XLit::UInt(7)));
+                    }
+                    // Seconds since 1970-01-01 00:00:00 UTC.
+                    DateTimeField::Epoch => {
+                        let t = self.expr_with(expr, hook)?;
+                        let t = if t.data_type() == DataType::Date32 {
+                            XExpr::cast(t, DataType::Timestamp(arrow::datatypes::TimeUnit::Second, None))?
+                        } else {
+                            t
+                        };
+                        return XExpr::cast(t, DataType::Int64);
+                    }
                     other => return Err(Error::not_implemented(format!("extract({other} FROM ..)"))),
                 };
                 XExpr::function(name, vec![self.expr_with(expr, hook)?])
@@ -703,6 +779,39 @@ fn chain<'e>(e: &'e Expr, op: &BinaryOperator) -> Vec<&'e Expr> {
 }
 
 /// `Some` if `e` is a literal (`Some(Err)` when it is one we cannot read).
+/// A LIKE pattern written with escape character `esc` (`LIKE .. ESCAPE '!'`) rewritten
+/// with `\` escapes, the form [`XExpr::like`] takes: `esc` + a character is that character
+/// taken literally, and a backslash that is not the escape is a literal backslash. An empty
+/// `esc` means no escape character (PostgreSQL, DuckDB).
+fn with_backslash_escapes(pattern: &str, esc: &str) -> Result<String> {
+    let mut chars = esc.chars();
+    let esc = match (chars.next(), chars.next()) {
+        (None, _) => None,
+        (Some(c), None) => Some(c),
+        _ => return Err(Error::InvalidArgument(format!("LIKE ... ESCAPE '{esc}': the escape must be one character"))),
+    };
+    let mut out = String::with_capacity(pattern.len() + 4);
+    let mut it = pattern.chars();
+    while let Some(c) = it.next() {
+        if Some(c) == esc {
+            match it.next() {
+                Some(lit) => {
+                    out.push('\\');
+                    out.push(lit);
+                }
+                None => {
+                    return Err(Error::Parse(format!("LIKE pattern '{pattern}' ends with its escape character ({c})")));
+                }
+            }
+        } else if c == '\\' {
+            out.push_str("\\\\");
+        } else {
+            out.push(c);
+        }
+    }
+    Ok(out)
+}
+
 fn literal(e: &Expr) -> Option<Result<Lit>> {
     match e {
         Expr::Nested(inner) => literal(inner),

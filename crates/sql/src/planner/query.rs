@@ -94,7 +94,17 @@ pub(super) fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Ta
     // GROUP BY.
     let mut keys: Vec<ScalarExpr> = Vec::new();
     match &select.group_by {
-        GroupByExpr::All(_) => return Err(Error::not_implemented("GROUP BY ALL")),
+        // ClickHouse's and DuckDB's GROUP BY ALL: every SELECT item that is not an aggregate.
+        GroupByExpr::All(mods) => {
+            if !mods.is_empty() {
+                return Err(Error::not_implemented("GROUP BY modifiers (ROLLUP/CUBE/TOTALS)"));
+            }
+            for (name, item, _) in &items {
+                if let Item::Scalar(s) = item {
+                    push_key(&ctx, &mut keys, *s, name)?;
+                }
+            }
+        }
         GroupByExpr::Expressions(exprs, mods) => {
             if !mods.is_empty() {
                 return Err(Error::not_implemented("GROUP BY modifiers (ROLLUP/CUBE/TOTALS)"));
@@ -135,11 +145,23 @@ pub(super) fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Ta
             }
         }
     }
+    // ORDER BY ALL (ClickHouse, DuckDB): every SELECT item, left to right, in the one
+    // direction given.
+    let all_positions: Vec<ast::OrderByExpr> = match q.order_by.as_ref().map(|ob| &ob.kind) {
+        Some(OrderByKind::All(options)) => (1..=items.len())
+            .map(|i| ast::OrderByExpr {
+                expr: Expr::value(ast::Value::Number(i.to_string(), false)),
+                options: options.clone(),
+                with_fill: None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
     let order_exprs: Vec<&ast::OrderByExpr> = match &q.order_by {
         None => vec![],
         Some(ob) => match &ob.kind {
             OrderByKind::Expressions(v) => v.iter().collect(),
-            OrderByKind::All(_) => return Err(Error::not_implemented("ORDER BY ALL")),
+            OrderByKind::All(_) => all_positions.iter().collect(),
         },
     };
     let (limit, offset) = match &q.limit_clause {
