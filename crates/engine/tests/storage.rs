@@ -180,6 +180,10 @@ fn late_materialization_matches_reading_every_column() {
         "SELECT * FROM hits LIMIT 3",
         "SELECT URL, CounterID FROM hits WHERE CounterID = 62 LIMIT 4 OFFSET 2",
         "SELECT Title FROM hits WHERE URL = 'no such url' ORDER BY EventTime LIMIT 5",
+        // An OFFSET past the late path's row cap stays in phase 1; an OFFSET past the end.
+        "SELECT * FROM hits ORDER BY EventTime, WatchID LIMIT 65536 OFFSET 100",
+        "SELECT URL, Title FROM hits ORDER BY EventTime LIMIT 5 OFFSET 70000",
+        "SELECT URL, EventTime FROM hits ORDER BY EventTime DESC LIMIT 3 OFFSET 59990",
     ];
     for sql in queries {
         for db in [&disk, &mem] {

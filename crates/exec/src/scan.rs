@@ -31,6 +31,10 @@ use crate::topn_filter::TopNFilter;
 /// Kept rows below which a worker's top-N buffer is not compacted.
 const MIN_COMPACT_ROWS: usize = 65_536;
 
+/// Kept rows (all workers) above which an ORDER BY sorts each worker's rows in parallel and
+/// merges the runs, instead of sorting them all on one thread.
+const PARALLEL_SORT_ROWS: usize = 1 << 20;
+
 /// Runs a scan plan, reading the table a morsel at a time; the answer in one or more
 /// batches.
 pub(crate) fn execute(
@@ -420,16 +424,27 @@ fn run(
         return Ok((out, profile));
     }
     let kept_bytes: usize = parts.iter().flat_map(|w| &w.kept).map(|(_, b)| b.get_array_memory_size()).sum();
-    if kept_bytes > sort::concat_max_bytes(settings) || parts.iter().any(|w| !w.spill.is_empty() || !w.runs.is_empty()) {
-        // Runs on disk or in memory: every worker's last rows become one more sorted run, and
-        // the answer is the merge (see crate::sort).
-        let mut memory = Vec::with_capacity(parts.len());
+    let kept_rows: usize = parts.iter().map(|w| w.kept_rows).sum();
+    if kept_bytes > sort::concat_max_bytes(settings)
+        || parts.iter().any(|w| !w.spill.is_empty() || !w.runs.is_empty())
+        || (parts.len() > 1 && kept_rows > PARALLEL_SORT_ROWS)
+    {
+        // Runs on disk or in memory, or many rows: every worker's last rows become one more
+        // sorted run (the workers' runs sorted in parallel), and the answer is the merge
+        // (see crate::sort).
         let mut spills = Vec::with_capacity(parts.len());
+        let mut last = Vec::with_capacity(parts.len());
+        let mut memory = Vec::with_capacity(parts.len());
         for w in parts {
             memory.extend(w.runs);
-            memory.push(sorted_run(w.kept, &local)?);
+            last.push(w.kept);
             spills.push(w.spill);
         }
+        let sorted: Vec<Vec<RecordBatch>> = {
+            use rayon::prelude::*;
+            pool.install(|| last.into_par_iter().map(|kept| sorted_run(kept, &local)).collect::<Result<_>>())?
+        };
+        memory.extend(sorted);
         let out = sort::merge(
             sort::Merge { schema: &schema, spills: &spills, memory, order_by: &order.order_by, offset: order.offset, limit: order.limit, keep: &keep },
             query,
@@ -484,6 +499,8 @@ struct ScanWorker {
 /// for the morsels holding those rows only, and the rows picked out. `SELECT * .. ORDER BY
 /// EventTime LIMIT 10` (ClickBench Q24-Q27) thus decodes two columns of the table, not 105.
 /// `None` when the plan has no LIMIT, a LIMIT past [`MAX_LATE_ROWS`], or no column to defer.
+/// An OFFSET stays in phase 1 (`LIMIT 10 OFFSET 8000000` sorts keys and row positions,
+/// then fetches ten rows).
 ///
 /// # Errors
 /// As [`execute`], plus the source's errors while reading.
@@ -500,7 +517,9 @@ pub(crate) fn execute_late(
         // Computed outputs read several columns: the plain path.
         return Ok(None);
     }
-    if limit.saturating_add(plan.order.offset) > MAX_LATE_ROWS {
+    // The answer's rows are fetched, not the skipped ones: an OFFSET costs phase 1 only
+    // (sort keys and row positions), however large.
+    if limit > MAX_LATE_ROWS {
         return Ok(None);
     }
     // Phase 1: the answer's rows, from the filter and sort-key columns.
@@ -611,8 +630,8 @@ pub(crate) fn execute_late(
     Ok(Some((batch, profile)))
 }
 
-/// Rows a LIMIT may ask for and still take the late-materialization path (past it, reading
-/// whole columns costs no more than fetching that many rows' morsels).
+/// Rows a LIMIT may ask for (OFFSET not counted) and still take the late-materialization
+/// path (past it, reading whole columns costs no more than fetching that many rows' morsels).
 const MAX_LATE_ROWS: usize = 65_536;
 
 /// The position in the table of each chunk's first row.

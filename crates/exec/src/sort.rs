@@ -89,9 +89,9 @@ pub(crate) fn row_format_indices(batch: &RecordBatch, order_by: &[SortKey], want
 /// The rows of `batches` (all with one schema) in `order_by` order as (batch, row), only
 /// the first `want` when given, without copying the batches into one: keys compared as
 /// row-format bytes (DataFusion sorts on several keys the same way), ties in input order.
-/// Each entry carries its key's first 16 bytes (big-endian, so byte order is integer order):
+/// Each entry carries its key's first 32 bytes (big-endian, so byte order is integer order):
 /// most comparisons end there, on data the sort moves anyway, without a cache miss into
-/// the row bytes.
+/// the row bytes, and keys no longer than that never reach them.
 ///
 /// # Errors
 /// Arrow errors converting the keys; more than 4G rows in one batch.
@@ -103,20 +103,32 @@ pub(crate) fn sorted_picks(batches: &[RecordBatch], order_by: &[SortKey], want: 
         return Err(tessera_common::Error::internal("sort of more than 4G rows in one batch"));
     }
     let n: usize = batches.iter().map(RecordBatch::num_rows).sum();
-    let mut keyed: Vec<(u128, u32, u32)> = Vec::with_capacity(n);
+    // Keys of at most 32 bytes (two or three fixed-width keys and the row position) are
+    // compared on the entries alone; longer ones fall back to the row bytes on a tie.
+    let long = rows.iter().any(|r| (0..r.num_rows()).any(|i| r.row(i).as_ref().len() > 32));
+    let mut keyed: Vec<([u128; 2], u32, u32)> = Vec::with_capacity(n);
     for (bi, r) in rows.iter().enumerate() {
         for i in 0..r.num_rows() {
             let b = r.row(i);
             let b = b.as_ref();
-            let mut p = [0u8; 16];
-            let k = b.len().min(16);
+            let mut p = [0u8; 32];
+            let k = b.len().min(32);
             p[..k].copy_from_slice(&b[..k]);
-            keyed.push((u128::from_be_bytes(p), bi as u32, i as u32));
+            let (hi, lo) = p.split_at(16);
+            let hi = u128::from_be_bytes(hi.try_into().expect("16 bytes"));
+            let lo = u128::from_be_bytes(lo.try_into().expect("16 bytes"));
+            keyed.push(([hi, lo], bi as u32, i as u32));
         }
     }
-    let cmp = |a: &(u128, u32, u32), b: &(u128, u32, u32)| {
+    let cmp = |a: &([u128; 2], u32, u32), b: &([u128; 2], u32, u32)| {
         a.0.cmp(&b.0)
-            .then_with(|| rows[a.1 as usize].row(a.2 as usize).cmp(&rows[b.1 as usize].row(b.2 as usize)))
+            .then_with(|| {
+                if long {
+                    rows[a.1 as usize].row(a.2 as usize).cmp(&rows[b.1 as usize].row(b.2 as usize))
+                } else {
+                    Ordering::Equal
+                }
+            })
             .then((a.1, a.2).cmp(&(b.1, b.2)))
     };
     match want {
