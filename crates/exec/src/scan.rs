@@ -351,7 +351,9 @@ fn run(
                 *kept_rows = best.num_rows();
                 *kept = vec![(m, best)];
             }
-            let mut bytes: usize = kept.iter().map(|(_, b)| b.get_array_memory_size()).sum();
+            // The kept rows and, for ORDER BY, what sorting them will take.
+            let mut bytes: usize = kept.iter().map(|(_, b)| b.get_array_memory_size()).sum::<usize>()
+                + if sorted { sort::sort_bytes(&schema, &local.order_by, *kept_rows) } else { 0 };
             if let Some(limit) = spill_limit
                 && bytes + *runs_bytes > limit
             {

@@ -97,17 +97,20 @@ pub(crate) fn row_format_indices(batch: &RecordBatch, order_by: &[SortKey], want
 /// Arrow errors converting the keys; more than 4G rows in one batch.
 pub(crate) fn sorted_picks(batches: &[RecordBatch], order_by: &[SortKey], want: Option<usize>) -> Result<Vec<(usize, usize)>> {
     let Some(first) = batches.first() else { return Ok(Vec::new()) };
-    let converter = row_converter(&first.schema(), order_by)?;
-    let rows: Vec<Rows> = batches.iter().map(|b| row_keys(&converter, b, order_by)).collect::<Result<_>>()?;
+    let schema = first.schema();
+    let converter = row_converter(&schema, order_by)?;
     if batches.len() > u32::MAX as usize || batches.iter().any(|b| b.num_rows() > u32::MAX as usize) {
         return Err(tessera_common::Error::internal("sort of more than 4G rows in one batch"));
     }
     let n: usize = batches.iter().map(RecordBatch::num_rows).sum();
     // Keys of at most 32 bytes (two or three fixed-width keys and the row position) are
-    // compared on the entries alone; longer ones fall back to the row bytes on a tie.
-    let long = rows.iter().any(|r| (0..r.num_rows()).any(|i| r.row(i).as_ref().len() > 32));
+    // compared on the entries alone, and their row bytes are dropped batch by batch; longer
+    // ones keep the row bytes for ties past the prefix.
+    let long = fixed_key_bytes(&schema, order_by).is_none_or(|b| b > 32);
+    let mut rows: Vec<Rows> = Vec::new();
     let mut keyed: Vec<([u128; 2], u32, u32)> = Vec::with_capacity(n);
-    for (bi, r) in rows.iter().enumerate() {
+    for (bi, batch) in batches.iter().enumerate() {
+        let r = row_keys(&converter, batch, order_by)?;
         for i in 0..r.num_rows() {
             let b = r.row(i);
             let b = b.as_ref();
@@ -118,6 +121,9 @@ pub(crate) fn sorted_picks(batches: &[RecordBatch], order_by: &[SortKey], want: 
             let hi = u128::from_be_bytes(hi.try_into().expect("16 bytes"));
             let lo = u128::from_be_bytes(lo.try_into().expect("16 bytes"));
             keyed.push(([hi, lo], bi as u32, i as u32));
+        }
+        if long {
+            rows.push(r);
         }
     }
     let cmp = |a: &([u128; 2], u32, u32), b: &([u128; 2], u32, u32)| {
@@ -142,6 +148,26 @@ pub(crate) fn sorted_picks(batches: &[RecordBatch], order_by: &[SortKey], want: 
         _ => keyed.sort_unstable_by(cmp),
     }
     Ok(keyed.into_iter().map(|(_, b, r)| (b as usize, r as usize)).collect())
+}
+
+/// Bytes of a row-format key of `order_by` over `schema` when every key column is of a
+/// fixed width (a validity byte and the value each), else `None`.
+fn fixed_key_bytes(schema: &SchemaRef, order_by: &[SortKey]) -> Option<usize> {
+    order_by.iter().map(|k| schema.field(k.output).data_type().primitive_width().map(|w| w + 1)).sum()
+}
+
+/// Memory a sort of `rows` rows of `batches`' schema needs besides the rows themselves
+/// ([`sorted_picks`]: an entry per row, and the row-format keys unless they are fixed-width
+/// and at most 32 bytes; those of variable width are estimated at 32 bytes a row). The
+/// scan counts it with the rows it keeps, so a budget holds the sort too.
+pub(crate) fn sort_bytes(schema: &SchemaRef, order_by: &[SortKey], rows: usize) -> usize {
+    let entry = std::mem::size_of::<([u128; 2], u32, u32)>();
+    let keys = match fixed_key_bytes(schema, order_by) {
+        Some(b) if b <= 32 => 0,
+        Some(b) => b + 8,
+        None => 40,
+    };
+    rows.saturating_mul(entry + keys)
 }
 
 /// The rows `picks` of `batches`, in that order, as batches of about [`BLOCK_BYTES`]
