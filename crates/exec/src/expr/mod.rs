@@ -404,6 +404,11 @@ fn is_bool(t: &DataType) -> bool {
     matches!(t, DataType::Boolean | DataType::Null)
 }
 
+/// The unit of ClickHouse's `addUNITs` / `subtractUNITs` (lower-case `name`), if it is one.
+fn interval_function(name: &str) -> Option<IntervalUnit> {
+    name.strip_prefix("add").or_else(|| name.strip_prefix("subtract")).and_then(IntervalUnit::parse)
+}
+
 fn timestamp() -> DataType {
     DataType::Timestamp(TimeUnit::Second, None)
 }
@@ -981,13 +986,10 @@ impl Expr {
                 let t = time_arg(args.pop().expect("one argument"))?;
                 func(Func::Part(part), vec![t], part.data_type())
             }
-            _ if (lower.starts_with("add") || lower.starts_with("subtract"))
-                && IntervalUnit::parse(lower.trim_start_matches("add").trim_start_matches("subtract")).is_some() =>
-            {
+            _ if interval_function(&lower).is_some() => {
                 // ClickHouse's addDays(t, n), subtractMonths(t, n), ...
                 arity(2, &args)?;
-                let unit = IntervalUnit::parse(lower.trim_start_matches("add").trim_start_matches("subtract"))
-                    .expect("checked by the guard");
+                let unit = interval_function(&lower).expect("checked by the guard");
                 let n = match args[1].constant_int()? {
                     Some(Some(n)) => n,
                     Some(None) => return Ok(Expr::Literal(Literal::Null)),
