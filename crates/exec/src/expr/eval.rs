@@ -396,15 +396,10 @@ fn trunc(t: i64, unit: TruncUnit) -> i64 {
 fn add_months(t: i64, months: i64) -> i64 {
     let (y, m, d) = civil_date(t);
     let total = (y * 12 + i64::from(m) - 1).saturating_add(months);
-    let (y2, m2) = (total.div_euclid(12), (total.rem_euclid(12) + 1) as u32);
-    let leap = (y2 % 4 == 0 && y2 % 100 != 0) || y2 % 400 == 0;
-    let len = match m2 {
-        2 if leap => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    };
-    days_from_civil(y2, m2, d.min(len)).saturating_mul(86_400).saturating_add(t.rem_euclid(86_400))
+    let first = |months: i64| days_from_civil(months.div_euclid(12), (months.rem_euclid(12) + 1) as u32, 1);
+    // The new month's length: the distance to the next month's first day.
+    let len = (first(total.saturating_add(1)) - first(total)) as u32;
+    (first(total) + i64::from(d.min(len)) - 1).saturating_mul(86_400).saturating_add(t.rem_euclid(86_400))
 }
 
 /// The ISO 8601 week number of day `d`: the week of its Thursday, counted from the week

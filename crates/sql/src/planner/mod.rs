@@ -138,7 +138,7 @@ impl Ctx<'_> {
     /// `INTERVAL n unit` as (n, unit): `INTERVAL 3 DAY`, `INTERVAL '3' DAY`, `INTERVAL '3 days'`,
     /// `INTERVAL (1 + 2) HOUR` (a constant integer).
     fn interval(&self, i: &ast::Interval) -> Result<(i64, IntervalUnit)> {
-        let bad = || Error::plan(format!("INTERVAL {i}: expected a constant integer number of one unit (second .. year)"));
+        let bad = || Error::plan(format!("{i}: expected a constant integer number of one unit (second .. year)"));
         if i.last_field.is_some() || i.fractional_seconds_precision.is_some() {
             return Err(bad());
         }
@@ -206,10 +206,7 @@ impl Ctx<'_> {
                 let n = if minus { n.checked_neg().ok_or_else(|| Error::InvalidArgument(format!("{e}: interval overflow")))? } else { n };
                 XExpr::add_interval(self.expr_with(t, hook)?, n, unit)
             }
-            Expr::Interval(i) => Err(Error::not_implemented(format!(
-                "INTERVAL {} outside `date_or_timestamp +/- INTERVAL`",
-                i.value
-            ))),
+            Expr::Interval(i) => Err(Error::not_implemented(format!("{i} outside `date_or_timestamp +/- INTERVAL`"))),
             Expr::BinaryOp { left, op, right } => {
                 let l = self.expr_with(left, hook)?;
                 let r = self.expr_with(right, hook)?;
@@ -313,12 +310,7 @@ impl Ctx<'_> {
                     }
                     // Seconds since 1970-01-01 00:00:00 UTC.
                     DateTimeField::Epoch => {
-                        let t = self.expr_with(expr, hook)?;
-                        let t = if t.data_type() == DataType::Date32 {
-                            XExpr::cast(t, DataType::Timestamp(arrow::datatypes::TimeUnit::Second, None))?
-                        } else {
-                            t
-                        };
+                        let t = XExpr::function("toDateTime", vec![self.expr_with(expr, hook)?])?;
                         return XExpr::cast(t, DataType::Int64);
                     }
                     other => return Err(Error::not_implemented(format!("extract({other} FROM ..)"))),
@@ -778,7 +770,6 @@ fn chain<'e>(e: &'e Expr, op: &BinaryOperator) -> Vec<&'e Expr> {
     terms
 }
 
-/// `Some` if `e` is a literal (`Some(Err)` when it is one we cannot read).
 /// A LIKE pattern written with escape character `esc` (`LIKE .. ESCAPE '!'`) rewritten
 /// with `\` escapes, the form [`XExpr::like`] takes: `esc` + a character is that character
 /// taken literally, and a backslash that is not the escape is a literal backslash. An empty
@@ -812,6 +803,7 @@ fn with_backslash_escapes(pattern: &str, esc: &str) -> Result<String> {
     Ok(out)
 }
 
+/// `Some` if `e` is a literal (`Some(Err)` when it is one we cannot read).
 fn literal(e: &Expr) -> Option<Result<Lit>> {
     match e {
         Expr::Nested(inner) => literal(inner),

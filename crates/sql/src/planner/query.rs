@@ -3,6 +3,17 @@
 
 use super::*;
 
+/// Adds every SELECT item that is not an aggregate to the GROUP BY keys (`GROUP BY ALL`,
+/// `SELECT DISTINCT`).
+fn push_scalar_items(ctx: &Ctx<'_>, keys: &mut Vec<ScalarExpr>, items: &[(String, Item, Option<String>)]) -> Result<()> {
+    for (name, item, _) in items {
+        if let Item::Scalar(s) = item {
+            push_key(ctx, keys, *s, name)?;
+        }
+    }
+    Ok(())
+}
+
 /// Adds `key` (named `what` in errors) to the GROUP BY keys unless it is there already.
 fn push_key(ctx: &Ctx<'_>, keys: &mut Vec<ScalarExpr>, key: ScalarExpr, what: &str) -> Result<()> {
     let dt = ctx.scalar_type(&key);
@@ -99,11 +110,7 @@ pub(super) fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Ta
             if !mods.is_empty() {
                 return Err(Error::not_implemented("GROUP BY modifiers (ROLLUP/CUBE/TOTALS)"));
             }
-            for (name, item, _) in &items {
-                if let Item::Scalar(s) = item {
-                    push_key(&ctx, &mut keys, *s, name)?;
-                }
-            }
+            push_scalar_items(&ctx, &mut keys, &items)?;
         }
         GroupByExpr::Expressions(exprs, mods) => {
             if !mods.is_empty() {
@@ -139,11 +146,7 @@ pub(super) fn plan_query(q: &ast::Query, catalog: &dyn Fn(&str) -> Option<Arc<Ta
         if has_agg || !keys.is_empty() {
             return Err(Error::not_implemented("SELECT DISTINCT with aggregates or GROUP BY"));
         }
-        for (name, item, _) in &items {
-            if let Item::Scalar(s) = item {
-                push_key(&ctx, &mut keys, *s, name)?;
-            }
-        }
+        push_scalar_items(&ctx, &mut keys, &items)?;
     }
     // ORDER BY ALL (ClickHouse, DuckDB): every SELECT item, left to right, in the one
     // direction given.
