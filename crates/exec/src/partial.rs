@@ -61,7 +61,7 @@ macro_rules! raw_vals {
 
             /// Radix scatter of aggregate `a`'s input: the value of input row `rows[j]` (or
             /// `j`) goes to partition `pids[j]`, whose values vector gets room for
-            /// `counts[p]` more first (see [`scatter_column`]). The vectors of aggregate `a`
+            /// `counts[p]` more first (see [`scatter_column`], also for `combine`). The vectors of aggregate `a`
             /// must have this input's type ([`RawVals::empty_like`] made them from it).
             fn scatter_from<K>(
                 input: Option<&ArrayRef>,
@@ -70,6 +70,7 @@ macro_rules! raw_vals {
                 counts: &[usize; PARTITIONS],
                 parts: &mut [Scattered<K>],
                 a: usize,
+                combine: bool,
             ) -> Result<()> {
                 let Some(arr) = input else { return Ok(()) };
                 macro_rules! go {
@@ -84,7 +85,7 @@ macro_rules! raw_vals {
                         }
                         // SAFETY: `counts` counts `pids` (the caller's contract), and
                         // `vecs` holds one vector per partition, in partition order.
-                        unsafe { scatter_column(vecs, pids, counts, |j| src[rows.map_or(j, |r| r[j] as usize)]) };
+                        unsafe { scatter_column(vecs, pids, counts, combine, |j| src[rows.map_or(j, |r| r[j] as usize)]) };
                     }};
                 }
                 match arr.data_type() {
@@ -183,14 +184,20 @@ raw_vals!(
 /// store through its partition's cursor, no capacity check or enum match per row (the
 /// software-managed scatter of radix joins and aggregations: Balkesen et al., ICDE 2013;
 /// DuckDB and ClickHouse scatter partitioned rows alike); the lengths are set at the end.
-/// On x86-64, values whose size is a power of two up to 64 bytes and equal to their
-/// alignment go through write-combining line buffers (`scatter_combined`); others, and
-/// every value elsewhere, are stored one by one.
+/// With `combine`, on x86-64, values whose size is a power of two up to 64 bytes and equal
+/// to their alignment go through write-combining line buffers (`scatter_combined`);
+/// others, and every value elsewhere, are stored one by one.
 ///
 /// # Safety
 /// `counts[p]` is the number of entries of `pids` equal to `p`, and `vecs` has one vector
 /// per partition ([`PARTITIONS`]), in partition order.
-unsafe fn scatter_column<T>(mut vecs: Vec<&mut Vec<T>>, pids: &[u8], counts: &[usize; PARTITIONS], mut value: impl FnMut(usize) -> T) {
+unsafe fn scatter_column<T>(
+    mut vecs: Vec<&mut Vec<T>>,
+    pids: &[u8],
+    counts: &[usize; PARTITIONS],
+    combine: bool,
+    mut value: impl FnMut(usize) -> T,
+) {
     debug_assert_eq!(vecs.len(), PARTITIONS);
     let mut cursors = [std::ptr::null_mut::<T>(); PARTITIONS];
     for ((v, c), &n) in vecs.iter_mut().zip(&mut cursors).zip(counts) {
@@ -201,7 +208,7 @@ unsafe fn scatter_column<T>(mut vecs: Vec<&mut Vec<T>>, pids: &[u8], counts: &[u
         }
     }
     #[cfg(target_arch = "x86_64")]
-    if combines::<T>() {
+    if combine && combines::<T>() {
         // SAFETY: T has the size and alignment asked for and needs no drop (`combines`),
         // and each cursor has room for its partition's `counts[p]` values, as reserved above.
         unsafe { scatter_combined(&mut cursors, pids, value) };
@@ -357,7 +364,8 @@ fn partition_counts(pids: &[u8]) -> [usize; PARTITIONS] {
 
 /// Radix-scatters rows into `parts`: key `keys[j]` (moved out; `keys` is left empty) and
 /// hash `hashes[j]` go to partition `pids[j]`, with the aggregate inputs of input row
-/// `rows[j]` (or `j`).
+/// `rows[j]` (or `j`); through write-combining buffers where the kernel family says so
+/// ([`Kernels::write_combining_scatter`]).
 fn scatter_rows<K: GroupKey>(
     parts: &mut [Scattered<K>],
     keys: &mut Vec<K>,
@@ -365,11 +373,13 @@ fn scatter_rows<K: GroupKey>(
     pids: &[u8],
     inputs: &[Option<&ArrayRef>],
     rows: Option<&[u32]>,
+    kern: &Kernels,
 ) -> Result<()> {
     if keys.len() != pids.len() || hashes.len() != pids.len() {
         return Err(Error::internal("scatter of rows with unequal keys, hashes and partitions"));
     }
     let counts = partition_counts(pids);
+    let combine = kern.write_combining_scatter();
     if std::mem::needs_drop::<K>() {
         for (k, &p) in keys.iter().zip(pids) {
             parts[p as usize].key_heap += k.heap_bytes();
@@ -378,16 +388,16 @@ fn scatter_rows<K: GroupKey>(
     let mut moved = keys.drain(..);
     // SAFETY (both): `counts` counts `pids`; one vector per partition, in order.
     unsafe {
-        scatter_column(parts.iter_mut().map(|s| &mut s.keys).collect(), pids, &counts, |_| {
+        scatter_column(parts.iter_mut().map(|s| &mut s.keys).collect(), pids, &counts, combine, |_| {
             moved.next().expect("as many keys as partition ids (checked above)")
         });
         if K::SCATTER_HASH {
-            scatter_column(parts.iter_mut().map(|s| &mut s.hashes).collect(), pids, &counts, |j| hashes[j]);
+            scatter_column(parts.iter_mut().map(|s| &mut s.hashes).collect(), pids, &counts, combine, |j| hashes[j]);
         }
     }
     drop(moved);
     for (a, input) in inputs.iter().enumerate() {
-        RawVals::scatter_from(*input, rows, pids, &counts, parts, a)?;
+        RawVals::scatter_from(*input, rows, pids, &counts, parts, a, combine)?;
     }
     Ok(())
 }
@@ -854,7 +864,7 @@ impl<K: GroupKey> Partial<K> {
                 if hits * 2 < n {
                     *probe = false;
                 }
-                scatter_rows(parts, keys, &scratch.miss_hashes, &scratch.pids, inputs, Some(&scratch.misses))?;
+                scatter_rows(parts, keys, &scratch.miss_hashes, &scratch.pids, inputs, Some(&scratch.misses), kern)?;
             }
             Partial::Fixed(t) => {
                 // Rows of other keys are dropped.
@@ -864,7 +874,7 @@ impl<K: GroupKey> Partial<K> {
                 scratch.pids.clear();
                 scratch.pids.resize(hashes.len(), 0);
                 (kern.partition_ids)(hashes, crate::hashtable::PARTITION_BITS, &mut scratch.pids);
-                scatter_rows(parts, keys, hashes, &scratch.pids, inputs, sel)?;
+                scatter_rows(parts, keys, hashes, &scratch.pids, inputs, sel, kern)?;
             }
         }
         Ok(())
@@ -1146,7 +1156,7 @@ mod tests {
     /// path takes and one it does not, with vectors that already hold values (a partition's
     /// first line partly other data), partitions that get no row, one row, and many, over
     /// several calls in a row.
-    fn scatter_matches_pushes<T: Copy + PartialEq + std::fmt::Debug>(make: impl Fn(u64) -> T) {
+    fn scatter_matches_pushes<T: Copy + PartialEq + std::fmt::Debug>(combine: bool, make: impl Fn(u64) -> T) {
         let mut state = 0x9E37_79B9_7F4A_7C15u64;
         let mut rnd = || {
             state ^= state << 13;
@@ -1171,22 +1181,28 @@ mod tests {
             }
             let counts = partition_counts(&pids);
             // SAFETY: `counts` counts `pids`; one vector per partition, in order.
-            unsafe { scatter_column(got.iter_mut().collect(), &pids, &counts, |j| vals[j]) };
-            assert_eq!(got, want, "call {call}, {rows} rows, {}-byte values", std::mem::size_of::<T>());
+            unsafe { scatter_column(got.iter_mut().collect(), &pids, &counts, combine, |j| vals[j]) };
+            assert_eq!(got, want, "call {call}, {rows} rows, {}-byte values, combine {combine}", std::mem::size_of::<T>());
         }
     }
 
     #[test]
     fn scatter_column_equals_pushes_for_every_width() {
-        scatter_matches_pushes(|i| i as u8);
-        scatter_matches_pushes(|i| i as i16);
-        scatter_matches_pushes(|i| i as u32);
-        scatter_matches_pushes(|i| i as f64);
-        scatter_matches_pushes(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        scatter_matches_pushes(|i| u128::from(i) << 64 | u128::from(!i));
+        for combine in [false, true] {
+            widths(combine);
+        }
+    }
+
+    fn widths(combine: bool) {
+        scatter_matches_pushes(combine, |i| i as u8);
+        scatter_matches_pushes(combine, |i| i as i16);
+        scatter_matches_pushes(combine, |i| i as u32);
+        scatter_matches_pushes(combine, |i| i as f64);
+        scatter_matches_pushes(combine, |i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        scatter_matches_pushes(combine, |i| u128::from(i) << 64 | u128::from(!i));
         // Sizes not a power of two, or above their alignment: stored one by one.
-        scatter_matches_pushes(|i| (i as u32, (i >> 32) as u32, 7u32));
-        scatter_matches_pushes(|i| (i, !i));
-        scatter_matches_pushes(|i| [i; 9]);
+        scatter_matches_pushes(combine, |i| (i as u32, (i >> 32) as u32, 7u32));
+        scatter_matches_pushes(combine, |i| (i, !i));
+        scatter_matches_pushes(combine, |i| [i; 9]);
     }
 }
