@@ -189,29 +189,53 @@ fn top_counts_packed<K: GroupKey>(
     // word are kept beside it so most groups cost two integer compares.
     let mut best: Vec<(i128, Vec<u64>, u32)> = Vec::with_capacity(limit.min(t.len()) + 1);
     let (mut worst_rank, mut worst_first) = (i128::MAX, u64::MAX);
+    // The worst candidate's count, for the skip loop below.
+    let mut worst_count = 0i64;
+    let first = tie.first_int();
     let n = t.len().min(counts.len());
     for start in (0..n).step_by(65_536) {
         query.check_cancelled()?;
         let end = n.min(start + 65_536);
-        for (i, &c) in (start..end).zip(&counts[start..end]) {
-            let r = rank(c);
+        let mut i = start;
+        while i < end {
             let full = best.len() == limit;
+            if let (true, Some(part)) = (full, first) {
+                // Skip loop: nearly every group loses to the worst candidate on its count,
+                // or ties it and loses on the first key word; one count and one key read,
+                // integer compares and no branch but the loop's per group.
+                while i < end {
+                    let c = counts[i];
+                    let beats = if descending { c > worst_count } else { c < worst_count };
+                    if beats || (c == worst_count && part.of(packed(i)) <= worst_first) {
+                        break;
+                    }
+                    i += 1;
+                }
+                if i == end {
+                    break;
+                }
+            }
+            let c = counts[i];
+            let r = rank(c);
+            i += 1;
+            let g = i - 1;
             if full && r > worst_rank {
                 continue;
             }
-            let p = packed(i);
+            let p = packed(g);
             if full && r == worst_rank {
                 let first = tie.first_of(p);
                 if first > worst_first || (first == worst_first && !tie.cmp(p, &best[limit - 1].1).is_lt()) {
                     continue;
                 }
             }
-            let e = (r, tie.of(p), i as u32);
+            let e = (r, tie.of(p), g as u32);
             let pos = best.partition_point(|b| (b.0, &b.1) <= (e.0, &e.1));
             best.insert(pos, e);
             best.truncate(limit);
             if best.len() == limit {
                 (worst_rank, worst_first) = (best[limit - 1].0, best[limit - 1].1[0]);
+                worst_count = counts[best[limit - 1].2 as usize];
             }
         }
     }
