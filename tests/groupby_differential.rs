@@ -132,7 +132,13 @@ fn group_by_matches_naive_hashmap() {
         let mut arrays = Vec::new();
         let mut texts = Vec::new();
         for (k, t) in types.iter().enumerate() {
-            let ids: Vec<u64> = gids.iter().map(|&g| g.wrapping_mul(k as u64 * 2 + 1) % card.max(1)).collect();
+            // With several keys the first repeats across groups (an eighth of the values),
+            // so top-N ties on the count and the first key go to the later keys.
+            let ids: Vec<u64> = if k == 0 && nkeys > 1 {
+                gids.iter().map(|&g| g % (card / 8).max(1)).collect()
+            } else {
+                gids.iter().map(|&g| g.wrapping_mul(k as u64 * 2 + 1) % card.max(1)).collect()
+            };
             let (a, dt, s) = key_column(*t, &ids);
             fields.push(Field::new(format!("k{k}"), dt, false));
             arrays.push(a);
@@ -204,36 +210,45 @@ fn group_by_matches_naive_hashmap() {
             assert!((avg - want.sum as f64 / want.count as f64).abs() < 1e-9, "{ctx}: avg");
         }
 
-        // Top-N with a tie-breaking second key must be exact, in both directions. Reference:
-        // the naive groups ordered by count, then k0 by the column's natural order.
-        let sort_k0 = |a: &String, b: &String| match types[0] {
+        // Top-N with tie-breaking keys must be exact, in both directions. Reference: the
+        // naive groups ordered by count, then every key by its column's natural order (the
+        // keys make a group unique, so the answer is one list).
+        let sort_k = |k: usize, a: &String, b: &String| match types[k] {
             KeyType::Str => a.cmp(b),
             KeyType::F64 => a.parse::<f64>().unwrap().total_cmp(&b.parse::<f64>().unwrap()),
             KeyType::U64 => a.parse::<u64>().unwrap().cmp(&b.parse::<u64>().unwrap()),
             _ => a.parse::<i64>().unwrap().cmp(&b.parse::<i64>().unwrap()),
         };
-        let top_n = |order: &str, descending: bool, offset: usize, limit: usize, what: &str| {
+        let top_n = |descending: bool, offset: usize, limit: usize, what: &str| {
+            // The count one way, every key the other way round.
+            let (c_dir, k_dir) = if descending { ("DESC", "ASC") } else { ("ASC", "DESC") };
+            let order: Vec<String> = keys.iter().map(|k| format!("{k} {k_dir}")).collect();
             let sql = format!(
-                "SELECT {}, COUNT(*) AS c FROM t GROUP BY {} ORDER BY {order} LIMIT {limit} OFFSET {offset}",
+                "SELECT {}, COUNT(*) AS c FROM t GROUP BY {} ORDER BY c {c_dir}, {} LIMIT {limit} OFFSET {offset}",
                 keys.join(", "),
-                keys.join(", ")
+                keys.join(", "),
+                order.join(", ")
             );
             let out = db.sql_with(&sql, &s).unwrap_or_else(|e| panic!("{ctx}: {e}"));
-            let got: Vec<(i64, String)> = (0..out[0].num_rows())
-                .map(|r| (out[0].column(nkeys).as_primitive::<Int64Type>().value(r), cell(out[0].column(0), r)))
+            let got: Vec<(i64, Vec<String>)> = (0..out[0].num_rows())
+                .map(|r| {
+                    let ks = (0..nkeys).map(|k| cell(out[0].column(k), r)).collect();
+                    (out[0].column(nkeys).as_primitive::<Int64Type>().value(r), ks)
+                })
                 .collect();
-            let mut reference: Vec<(i64, String)> = naive.iter().map(|(k, v)| (v.count, k[0].clone())).collect();
+            let mut reference: Vec<(i64, Vec<String>)> = naive.iter().map(|(k, v)| (v.count, k.clone())).collect();
             reference.sort_by(|a, b| {
-                let o = a.0.cmp(&b.0).then_with(|| sort_k0(&b.1, &a.1));
+                let mut o = a.0.cmp(&b.0);
+                for k in 0..nkeys {
+                    o = o.then_with(|| sort_k(k, &b.1[k], &a.1[k]));
+                }
                 if descending { o.reverse() } else { o }
             });
-            let want: Vec<(i64, String)> = reference.into_iter().skip(offset).take(limit).collect();
-            // With several keys, groups may tie on (count, k0): compare the (count, k0) pairs.
+            let want: Vec<(i64, Vec<String>)> = reference.into_iter().skip(offset).take(limit).collect();
             assert_eq!(got, want, "{ctx}: {what}");
         };
-        top_n("c DESC, k0 ASC", true, 2, 7, "top-N");
-        // The other direction on both keys (the count ascending, ties on k0 descending).
-        top_n("c, k0 DESC", false, 1, 5, "top-N ascending");
+        top_n(true, 2, 7, "top-N");
+        top_n(false, 1, 5, "top-N ascending");
     }
 }
 
@@ -252,4 +267,35 @@ fn global_aggregate_over_no_rows_returns_one_row() {
     assert_eq!(out[0].column(0).as_primitive::<Int64Type>().value(0), 2);
     assert_eq!(out[0].column(1).as_primitive::<Int64Type>().value(0), 5);
     assert_eq!(out[0].column(2).as_primitive::<Int32Type>().value(0), 3);
+}
+
+/// Top-N by COUNT over groups that all tie on the count and on the first key: the answer is
+/// decided by the second key alone, whichever worker and partition holds each group (Q33's
+/// shape: millions of groups with `COUNT(*) = 1`).
+#[test]
+fn top_n_by_count_breaks_ties_on_every_key() {
+    let n: i64 = 200_000;
+    // k1 scrambles the row number (7919 is prime to 8n, so no two rows share it) and has
+    // both signs; every (k0, k1) pair is unique, so every group has COUNT(*) = 1.
+    let k1: Vec<i64> = (0..n).map(|i| (i * 7919) % (8 * n) - 4 * n).collect();
+    let schema = Arc::new(Schema::new(vec![Field::new("k0", DataType::Int32, false), Field::new("k1", DataType::Int64, false)]));
+    let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int32Array::from(vec![5; n as usize])), Arc::new(Int64Array::from(k1.clone()))]).unwrap();
+    let db = Database::new();
+    db.register_batches("t", schema, &[batch]).unwrap();
+    let mut sorted = k1.clone();
+    sorted.sort_unstable();
+    for threads in [1, 3] {
+        let mut s = Settings::default();
+        s.max_threads = threads;
+        for (order, want) in [
+            ("c DESC, k0, k1", sorted[..4].to_vec()),
+            ("c DESC", sorted[..4].to_vec()),
+            ("c DESC, k0 DESC, k1 DESC", sorted.iter().rev().take(4).copied().collect::<Vec<_>>()),
+        ] {
+            let sql = format!("SELECT k0, k1, COUNT(*) AS c FROM t GROUP BY k0, k1 ORDER BY {order} LIMIT 4");
+            let out = db.sql_with(&sql, &s).unwrap();
+            let got: Vec<i64> = out.iter().flat_map(|b| b.column(1).as_primitive::<Int64Type>().values().to_vec()).collect();
+            assert_eq!(got, want, "{order}, {threads} threads");
+        }
+    }
 }

@@ -215,10 +215,9 @@ fn top_counts_packed<K: GroupKey>(
                     break;
                 }
             }
-            let c = counts[i];
-            let r = rank(c);
+            let g = i;
             i += 1;
-            let g = i - 1;
+            let r = rank(counts[g]);
             if full && r > worst_rank {
                 continue;
             }
