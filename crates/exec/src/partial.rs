@@ -207,6 +207,9 @@ unsafe fn scatter_column<T>(
             *c = unsafe { v.as_mut_ptr().add(v.len()) };
         }
     }
+    // Write-combining needs streaming stores, written for x86-64 only.
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = combine;
     #[cfg(target_arch = "x86_64")]
     if combine && combines::<T>() {
         // SAFETY: T has the size and alignment asked for and needs no drop (`combines`),
