@@ -150,13 +150,19 @@ macro_rules! raw_vals {
                 }
             }
 
-            /// A copy of the values as an array; the values are cleared (capacity kept).
-            fn drain_to_array(&mut self) -> Option<ArrayRef> {
+            /// The values as an array; they are cleared. With `keep` the vector keeps its
+            /// capacity (the array is a copy), else its buffer becomes the array's (no copy).
+            fn drain_to_array(&mut self, keep: bool) -> Option<ArrayRef> {
                 match self {
                     RawVals::None => None,
                     $(RawVals::$variant(v) => {
-                        let a = PrimitiveArray::<$arrow>::from_iter_values(v.iter().copied());
-                        v.clear();
+                        let a = if keep {
+                            let a = PrimitiveArray::<$arrow>::from_iter_values(v.iter().copied());
+                            v.clear();
+                            a
+                        } else {
+                            PrimitiveArray::<$arrow>::new(std::mem::take(v).into(), None)
+                        };
                         Some(Arc::new(a) as ArrayRef)
                     })*
                 }
@@ -492,14 +498,16 @@ impl<K> Scattered<K> {
         Ok(Scattered { keys, key_heap, hashes, vals })
     }
 
-    /// Aggregates the rows into `t` (keys stored with `store`) and clears them, keeping the
-    /// buffers' capacity.
+    /// Aggregates the rows into `t` (keys stored with `store`) and clears them; with `keep`
+    /// the buffers keep their capacity for more rows, else the values' buffers are handed to
+    /// the accumulators without a copy (the final phase, which drops the rows after).
     fn drain_into(
         &mut self,
         t: &mut GroupTable<K>,
         gids: &mut Vec<u32>,
         kern: &Kernels,
         store: impl FnMut(&K) -> K,
+        keep: bool,
     ) -> Result<()>
     where
         K: GroupKey,
@@ -509,7 +517,7 @@ impl<K> Scattered<K> {
         t.find_or_insert_batch(&self.keys, &hashes, kern, store, gids);
         t.sync_accs();
         for (acc, vals) in t.accs.iter_mut().zip(&mut self.vals) {
-            acc.update(gids, vals.drain_to_array().as_ref(), None)?;
+            acc.update(gids, vals.drain_to_array(keep).as_ref(), None)?;
         }
         self.keys.clear();
         self.hashes.clear();
@@ -661,7 +669,7 @@ impl<K: GroupKey> Partial<K> {
         }
         for (t, r) in flushed.iter_mut().zip(parts.iter_mut()) {
             // SAFETY: the worker's arena outlives its tables (`aggregate::run`).
-            r.drain_into(t, gids, kern, |k| unsafe { k.persist(arena) })?;
+            r.drain_into(t, gids, kern, |k| unsafe { k.persist(arena) }, true)?;
         }
         Ok(())
     }
@@ -1093,7 +1101,7 @@ pub(crate) fn finalize_partitioned<K: GroupKey, R: Send>(
                 // of unflushed rows until the final tables are dropped. (Copying new groups'
                 // string keys into the arena for locality measured slower on Q34: its URLs
                 // hardly repeat, so the copies cost more than the later hits gain.)
-                r.drain_into(&mut f, &mut gids, kern, K::clone)?;
+                r.drain_into(&mut f, &mut gids, kern, K::clone, false)?;
             }
             for t in &input.tables {
                 f.merge_from(t, kern);
@@ -1128,7 +1136,7 @@ pub(crate) fn finalize_partitioned<K: GroupKey, R: Send>(
                     Some((&ROWS_RUN, run)) => {
                         // SAFETY: as above; the rows are aggregated into `f` at once.
                         match unsafe { Scattered::decode(&mut Dec::new(run), &mut arena) } {
-                            Ok(mut rows) => rows.drain_into(&mut f, &mut gids, kern, K::clone),
+                            Ok(mut rows) => rows.drain_into(&mut f, &mut gids, kern, K::clone, false),
                             Err(e) => Err(e),
                         }
                     }
