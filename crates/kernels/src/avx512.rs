@@ -204,17 +204,19 @@ pub(crate) unsafe fn bitmap_to_indices(words: &[u64], len: usize, out: &mut Vec<
 }
 
 /// Per-type comparison of 64 values to a constant into one bitmap word, with mask compares.
+/// The predicate is a const parameter (`_MM_CMPINT_*`), so the run loop of each operator is
+/// its own loop with the compare instruction fixed (no per-vector dispatch on the operator).
 trait Cmp64: KernelInt {
     /// # Safety
     /// AVX-512 F/BW; `p` points at 64 readable values.
-    unsafe fn word(p: *const Self, op: CmpOp, c: Self) -> u64;
+    unsafe fn word<const OP: i32>(p: *const Self, c: Self) -> u64;
 }
 
 macro_rules! cmp64_impl {
     ($t:ty, $set1:ident, $cmp:ident) => {
         impl Cmp64 for $t {
             #[inline(always)]
-            unsafe fn word(p: *const $t, op: CmpOp, c: $t) -> u64 {
+            unsafe fn word<const OP: i32>(p: *const $t, c: $t) -> u64 {
                 // SAFETY: the caller guarantees 64 readable values at p and AVX-512 F/BW.
                 unsafe {
                     let cv = $set1(c as _);
@@ -222,15 +224,7 @@ macro_rules! cmp64_impl {
                     let mut w = 0u64;
                     for j in 0..64 / per {
                         let v = _mm512_loadu_si512(p.add(j * per).cast());
-                        let m = match op {
-                            CmpOp::Eq => $cmp::<_MM_CMPINT_EQ>(v, cv),
-                            CmpOp::NotEq => $cmp::<_MM_CMPINT_NE>(v, cv),
-                            CmpOp::Lt => $cmp::<_MM_CMPINT_LT>(v, cv),
-                            CmpOp::LtEq => $cmp::<_MM_CMPINT_LE>(v, cv),
-                            CmpOp::Gt => $cmp::<_MM_CMPINT_NLE>(v, cv),
-                            CmpOp::GtEq => $cmp::<_MM_CMPINT_NLT>(v, cv),
-                        } as u64;
-                        w |= m << (j * per % 64);
+                        w |= ($cmp::<OP>(v, cv) as u64) << (j * per % 64);
                     }
                     w
                 }
@@ -257,9 +251,22 @@ pub(crate) unsafe fn cmp<T: KernelInt>(values: &[T], op: CmpOp, c: T, out: &mut 
 
 #[inline(always)]
 fn cmp_typed<T: Cmp64>(values: &[T], op: CmpOp, c: T, out: &mut Vec<u64>) {
-    // SAFETY: each run holds exactly 64 values; AVX-512 is enabled in the caller (`cmp`),
-    // into which this function and the run loop are inlined.
-    crate::cmp_by_words(values, op, c, out, |run| unsafe { T::word(run.as_ptr(), op, c) })
+    macro_rules! with {
+        ($pred:ident) => {
+            // SAFETY: each run holds exactly 64 values; AVX-512 is enabled in the caller
+            // (`cmp`), into which this function and the run loop are inlined.
+            crate::cmp_by_words(values, op, c, out, |run| unsafe { T::word::<$pred>(run.as_ptr(), c) })
+        };
+    }
+    // Greater-than is "not less or equal", greater-or-equal "not less than".
+    match op {
+        CmpOp::Eq => with!(_MM_CMPINT_EQ),
+        CmpOp::NotEq => with!(_MM_CMPINT_NE),
+        CmpOp::Lt => with!(_MM_CMPINT_LT),
+        CmpOp::LtEq => with!(_MM_CMPINT_LE),
+        CmpOp::Gt => with!(_MM_CMPINT_NLE),
+        CmpOp::GtEq => with!(_MM_CMPINT_NLT),
+    }
 }
 
 // ---------------------------------------------------------------------------------------
