@@ -23,6 +23,7 @@ pub mod pool;
 mod prewhere;
 pub mod prune;
 mod scan;
+mod scatter;
 mod sort;
 mod spill;
 mod topn_filter;
