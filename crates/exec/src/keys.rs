@@ -684,7 +684,7 @@ pub(crate) struct TieKey {
 
 /// One key of a [`TieKey`]: where it sits in the packed key and how its bits map to order.
 #[derive(Debug, Clone, Copy)]
-struct TiePart {
+pub(crate) struct TiePart {
     shift: u32,
     /// The key's `width` low bits.
     mask: u64,
@@ -699,24 +699,17 @@ impl TiePart {
     /// The key's bits in `packed`, mapped so that unsigned order is sort order.
     #[inline(always)]
     fn of(&self, packed: u128) -> u64 {
+        if !self.float {
+            return self.of_int(packed);
+        }
         let v = (packed >> self.shift) as u64 & self.mask;
-        let v = if self.float && v & self.sign != 0 { !v & self.mask } else { v | if self.float { self.sign } else { 0 } };
+        let v = if v & self.sign != 0 { !v & self.mask } else { v | self.sign };
         v ^ self.flip
     }
-}
 
-/// The order bits of one integer key of a [`TieKey`] (see [`TieKey::first_int`]).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct TieInt {
-    shift: u32,
-    mask: u64,
-    flip: u64,
-}
-
-impl TieInt {
-    /// The key's bits in `packed`, mapped so that unsigned order is sort order.
+    /// [`TiePart::of`] of an integer key (not float): no branch.
     #[inline(always)]
-    pub(crate) fn of(&self, packed: u128) -> u64 {
+    pub(crate) fn of_int(&self, packed: u128) -> u64 {
         ((packed >> self.shift) as u64 & self.mask) ^ self.flip
     }
 }
@@ -750,11 +743,11 @@ impl TieKey {
         self.parts.iter().map(|p| p.of(packed)).collect()
     }
 
-    /// The first key's mapping when it is an integer (no float mapping): a [`TieInt`]
-    /// whose `of` equals [`TieKey::first_of`] with no branch.
-    pub(crate) fn first_int(&self) -> Option<TieInt> {
+    /// The first key when it is an integer (not float): its [`TiePart::of_int`] equals
+    /// [`TieKey::first_of`] with no branch.
+    pub(crate) fn first_int(&self) -> Option<TiePart> {
         let p = self.parts[0];
-        (!p.float).then_some(TieInt { shift: p.shift, mask: p.mask, flip: p.flip })
+        (!p.float).then_some(p)
     }
 
     /// The first word of [`TieKey::of`] (the first key's order bits).

@@ -189,8 +189,6 @@ fn top_counts_packed<K: GroupKey>(
     // word are kept beside it so most groups cost two integer compares.
     let mut best: Vec<(i128, Vec<u64>, u32)> = Vec::with_capacity(limit.min(t.len()) + 1);
     let (mut worst_rank, mut worst_first) = (i128::MAX, u64::MAX);
-    // The worst candidate's count, for the skip loop below.
-    let mut worst_count = 0i64;
     let first = tie.first_int();
     let n = t.len().min(counts.len());
     for start in (0..n).step_by(65_536) {
@@ -202,11 +200,13 @@ fn top_counts_packed<K: GroupKey>(
             if let (true, Some(part)) = (full, first) {
                 // Skip loop: nearly every group loses to the worst candidate on its count,
                 // or ties it and loses on the first key word; one count and one key read,
-                // integer compares and no branch but the loop's per group.
+                // integer compares and no branch but the loop's per group. (The worst
+                // count is its rank undone: counts fit i64.)
+                let worst_count = (if descending { -worst_rank } else { worst_rank }) as i64;
                 while i < end {
                     let c = counts[i];
                     let beats = if descending { c > worst_count } else { c < worst_count };
-                    if beats || (c == worst_count && part.of(packed(i)) <= worst_first) {
+                    if beats || (c == worst_count && part.of_int(packed(i)) <= worst_first) {
                         break;
                     }
                     i += 1;
@@ -234,7 +234,6 @@ fn top_counts_packed<K: GroupKey>(
             best.truncate(limit);
             if best.len() == limit {
                 (worst_rank, worst_first) = (best[limit - 1].0, best[limit - 1].1[0]);
-                worst_count = counts[best[limit - 1].2 as usize];
             }
         }
     }
