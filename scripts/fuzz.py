@@ -39,6 +39,7 @@ import collections
 import copy
 import datetime
 import decimal
+import itertools
 import json
 import math
 import os
@@ -257,10 +258,16 @@ def multiset_eq(a, b):
     sb = sorted(b, key=lambda r: [canon(v) for v in r])
     if all(row_eq(x, y) for x, y in zip(sa, sb)):
         return True
-    if len(a) > 3000:
-        return False
-    left = list(b)
+    # Floats equal within the tolerance can still round to different sort keys and
+    # misalign the sorted rows: match rows within buckets of equal non-float columns (a
+    # column is a float column if either side holds a float there).
+    floats = {i for r in itertools.chain(a, b) for i, v in enumerate(r) if isinstance(v, float)}
+    exact = lambda r: tuple(canon(v) for i, v in enumerate(r) if i not in floats)
+    buckets = collections.defaultdict(list)
+    for y in b:
+        buckets[exact(y)].append(y)
     for x in a:
+        left = buckets[exact(x)]
         for j, y in enumerate(left):
             if row_eq(x, y):
                 del left[j]

@@ -180,6 +180,8 @@ def render_expr(e, duck):
         fn, arg = e[1], e[2]
         if arg is None:
             return "COUNT(*)"
+        if duck and fn in VARIANCES:
+            return exact_variance(fn, render_expr(arg, duck))
         return f"{fn}({render_expr(arg, duck)})"
     if e[0] == "raw":
         return e[1]
@@ -309,7 +311,25 @@ def render(q, duck):
 # Generator.
 # ---------------------------------------------------------------------------------------
 
-AGGS = ["COUNT", "SUM", "AVG", "MIN", "MAX"]
+AGGS = ["COUNT", "SUM", "AVG", "MIN", "MAX", "VAR_POP", "VAR_SAMP", "STDDEV_POP", "STDDEV_SAMP"]
+# Variances of integer columns of up to 32 bits only, checked against the exact value:
+# DuckDB's side computes n*SUM(x^2) - SUM(x)^2 in HUGEINT (exact), rounded once to a double,
+# since DuckDB's own var_samp (Welford's update in doubles) is 4e-8 off on values near
+# 2^31 where Tessera's shifted sums are exact. (Float columns: DuckDB raises an
+# out-of-range error where infinities make the result infinite or NaN.)
+VARIANCES = AGGS[5:]
+NARROW_INTS = ["Int8", "Int16", "Int32", "UInt8", "UInt16", "UInt32"]
+
+
+def exact_variance(fn, col):
+    """DuckDB SQL for variance `fn` of integer column `col`, exact up to one rounding."""
+    x = f"{col}::HUGEINT"
+    n = f"COUNT({col})"
+    m2n = f"({n} * SUM({x} * {x}) - SUM({x}) * SUM({x}))::DOUBLE"
+    samp = fn.endswith("SAMP")
+    den = f"({n} * ({n} - 1))" if samp else f"({n} * {n})"
+    v = f"CASE WHEN {n} > {1 if samp else 0} THEN {m2n} / {den}::DOUBLE END"
+    return f"sqrt({v})" if fn.startswith("STDDEV") else v
 OPS = ["=", "<>", "<", "<=", ">", ">="]
 
 
@@ -366,6 +386,11 @@ class Gen:
             return ("agg", "COUNT", ("col", self.col(t).name))
         if f in ("SUM", "AVG"):
             return ("agg", f, ("col", self.col(t, ["int", "float"]).name))
+        if f in VARIANCES:
+            narrow = [c for c in self.cols(t, ["int"]) if c.ttype in NARROW_INTS]
+            if narrow:
+                return ("agg", f, ("col", self.r.choice(narrow).name))
+            return ("agg", "SUM", ("col", self.col(t, ["int", "float"]).name))
         kinds = ["int", "date", "ts"] if "a" in self.avoid else ["int", "float", "date", "ts"]
         return ("agg", f, ("col", self.col(t, kinds).name))
 

@@ -271,3 +271,73 @@ fn any_returns_a_value_of_the_group() {
     }
     assert_eq!(seen, groups.len());
 }
+
+/// The variances (ClickHouse and SQL names) and the approximate distinct counts skip NULLs,
+/// per group and through the two-level path with three threads: a group whose inputs are
+/// all NULL gets NULL (variances) or 0 (uniq); groups this small are counted exactly by
+/// `uniq` and `uniqCombined`.
+#[test]
+fn variances_and_approximate_uniq_skip_nulls() {
+    let (db, v, s) = table();
+    // Per key (s): the non-NULL values of v, and the distinct ones.
+    let mut naive: HashMap<Option<String>, Vec<f64>> = HashMap::new();
+    for (x, t) in v.iter().zip(&s) {
+        // Key "x1": only the rows whose value is row 1's (variances 0).
+        if t.as_deref() == Some("x1") && *x != v[1] {
+            continue;
+        }
+        let e = naive.entry(t.clone()).or_default();
+        if let Some(x) = x {
+            e.push(*x as f64);
+        }
+    }
+    let close = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => (a - b).abs() <= 1e-9 * a.abs().max(1.0),
+        (a, b) => a == b,
+    };
+    for settings in ["", " SETTINGS group_by_two_level_threshold = 0, max_threads = 3"] {
+        let sql = format!(
+            "SELECT s, varPop(v), var_samp(v), stddevPop(v), stddev(v), uniq(v), uniqHLL12(v), uniqCombined(v), \
+             uniq(s), COUNT(v) FROM n WHERE s IS NULL OR s <> 'x1' OR v = {} GROUP BY s{settings}",
+            v[1].unwrap()
+        );
+        let out = db.sql(&sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+        let mut seen = 0;
+        for b in &out {
+            for r in 0..b.num_rows() {
+                let keys = b.column(0).as_string::<i32>();
+                let key = keys.is_valid(r).then(|| keys.value(r).to_string());
+                let vals = &naive[&key];
+                let f = |c: usize| {
+                    let a = b.column(c).as_primitive::<Float64Type>();
+                    a.is_valid(r).then(|| a.value(r))
+                };
+                let i = |c: usize| b.column(c).as_primitive::<Int64Type>().value(r);
+                let n = vals.len() as f64;
+                let mean = vals.iter().sum::<f64>() / n;
+                let m2: f64 = vals.iter().map(|x| (x - mean) * (x - mean)).sum();
+                let pop = (n > 0.0).then(|| m2 / n);
+                let samp = (n > 1.0).then(|| m2 / (n - 1.0));
+                assert_eq!(i(9), vals.len() as i64, "{sql}: COUNT(v) of {key:?}");
+                assert!(close(f(1), pop), "{sql}: varPop of {key:?}: {:?} vs {pop:?}", f(1));
+                assert!(close(f(2), samp), "{sql}: var_samp of {key:?}: {:?} vs {samp:?}", f(2));
+                assert!(close(f(3), pop.map(f64::sqrt)), "{sql}: stddevPop of {key:?}");
+                assert!(close(f(4), samp.map(f64::sqrt)), "{sql}: stddev of {key:?}");
+                let distinct = vals.iter().map(|x| *x as i64).collect::<std::collections::HashSet<_>>().len() as i64;
+                assert_eq!((i(5), i(7)), (distinct, distinct), "{sql}: uniq, uniqCombined of {key:?}");
+                // uniqHLL12 is exact up to 512 values, then within 5%.
+                let hll = i(6);
+                assert!(hll == distinct || (distinct > 512 && (hll - distinct).abs() * 20 <= distinct), "{sql}: {hll} vs {distinct}");
+                assert_eq!(i(8), key.is_some() as i64, "{sql}: uniq(s) of {key:?}");
+                seen += 1;
+            }
+        }
+        assert_eq!(seen, naive.len(), "{sql}");
+    }
+    assert!(naive[&Some("x1".to_string())].len() > 1 && naive[&None].len() > 1);
+    // No value: NULL variances, uniq 0.
+    let out = db.sql("SELECT varPop(v), stddevSamp(v), uniq(v) FROM n WHERE v IS NULL").unwrap();
+    assert!(out[0].column(0).is_null(0) && out[0].column(1).is_null(0));
+    assert_eq!(out[0].column(2).as_primitive::<Int64Type>().value(0), 0);
+    assert!(matches!(db.sql("SELECT varPop(s) FROM n"), Err(tessera::Error::TypeMismatch(_))));
+}

@@ -171,10 +171,28 @@ pub enum AggFunc {
     Min,
     /// `MAX(col)`: the input type; NULL when no non-NULL value.
     Max,
-    /// `COUNT(DISTINCT col)` (ClickHouse `uniqExact`; `uniq` too, answered exactly): the
-    /// number of distinct non-NULL values, Int64. Floats are distinct in Tessera's order
-    /// (`-0.0` = `0.0`, one NaN); strings bytewise.
+    /// `COUNT(DISTINCT col)` (ClickHouse `uniqExact`): the number of distinct non-NULL
+    /// values, Int64. Floats are distinct in Tessera's order (`-0.0` = `0.0`, one NaN);
+    /// strings bytewise.
     CountDistinct,
+    /// ClickHouse `uniq`: the number of distinct non-NULL values, approximate (adaptive
+    /// sampling: exact up to 65,536, ~1% error above), Int64.
+    Uniq,
+    /// ClickHouse `uniqHLL12`: approximate distinct count (HyperLogLog, 2^12 registers,
+    /// exact below 512), Int64.
+    UniqHll12,
+    /// ClickHouse `uniqCombined`: approximate distinct count (HyperLogLog, 2^17 registers,
+    /// exact below 16,384), Int64.
+    UniqCombined,
+    /// `varPop` / `var_pop`: population variance of numbers, Float64; NULL without a value.
+    VarPop,
+    /// `varSamp` / `var_samp` / `variance`: sample variance, Float64; NULL below two values.
+    VarSamp,
+    /// `stddevPop` / `stddev_pop`: population standard deviation, Float64.
+    StddevPop,
+    /// `stddevSamp` / `stddev_samp` / `stddev`: sample standard deviation, Float64; NULL
+    /// below two values.
+    StddevSamp,
 }
 
 impl AggFunc {
@@ -184,14 +202,62 @@ impl AggFunc {
         let float = input.is_some_and(|t| matches!(t, DataType::Float32 | DataType::Float64));
         let wide = input.is_some_and(|t| matches!(t, DataType::Int64 | DataType::UInt64 | DataType::Timestamp(_, _)));
         match self {
-            AggFunc::Count | AggFunc::CountStar | AggFunc::CountDistinct => DataType::Int64,
-            AggFunc::Avg => DataType::Float64,
+            AggFunc::Count
+            | AggFunc::CountStar
+            | AggFunc::CountDistinct
+            | AggFunc::Uniq
+            | AggFunc::UniqHll12
+            | AggFunc::UniqCombined => DataType::Int64,
+            AggFunc::Avg | AggFunc::VarPop | AggFunc::VarSamp | AggFunc::StddevPop | AggFunc::StddevSamp => {
+                DataType::Float64
+            }
             AggFunc::Sum if float => DataType::Float64,
             // 64-bit inputs sum into 128 bits (DuckDB's HUGEINT): no overflow below 2^64 rows.
             AggFunc::Sum if wide => DataType::Decimal128(38, 0),
             AggFunc::Sum => DataType::Int64,
             AggFunc::Min | AggFunc::Max => input.cloned().unwrap_or(DataType::Null),
         }
+    }
+
+    /// The function a (lower-case) SQL name calls: standard SQL, ClickHouse's and DuckDB's
+    /// names. `None` for names that are not aggregates.
+    pub fn from_name(lower: &str) -> Option<AggFunc> {
+        Some(match lower {
+            "count" => AggFunc::Count,
+            "sum" => AggFunc::Sum,
+            "avg" => AggFunc::Avg,
+            "min" => AggFunc::Min,
+            "max" => AggFunc::Max,
+            // `any` (ClickHouse) / `any_value` (DuckDB) may return any non-NULL value of the
+            // group; the minimum is one, and the same on every run and thread count.
+            "any" | "any_value" | "anylast" => AggFunc::Min,
+            "uniqexact" => AggFunc::CountDistinct,
+            "uniq" => AggFunc::Uniq,
+            "uniqhll12" => AggFunc::UniqHll12,
+            "uniqcombined" | "uniqcombined64" => AggFunc::UniqCombined,
+            "varpop" | "var_pop" => AggFunc::VarPop,
+            "varsamp" | "var_samp" | "variance" => AggFunc::VarSamp,
+            "stddevpop" | "stddev_pop" => AggFunc::StddevPop,
+            "stddevsamp" | "stddev_samp" | "stddev" => AggFunc::StddevSamp,
+            _ => return None,
+        })
+    }
+
+    /// Whether the input must be a number (SUM, AVG, the variances).
+    pub fn needs_number(self) -> bool {
+        matches!(
+            self,
+            AggFunc::Sum | AggFunc::Avg | AggFunc::VarPop | AggFunc::VarSamp | AggFunc::StddevPop | AggFunc::StddevSamp
+        )
+    }
+
+    /// Whether the input must be ordered or hashed by value: a number, date, timestamp or
+    /// string (MIN, MAX, the distinct counts).
+    pub fn needs_value(self) -> bool {
+        matches!(
+            self,
+            AggFunc::Min | AggFunc::Max | AggFunc::CountDistinct | AggFunc::Uniq | AggFunc::UniqHll12 | AggFunc::UniqCombined
+        )
     }
 }
 

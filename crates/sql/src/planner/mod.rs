@@ -443,10 +443,10 @@ impl Ctx<'_> {
                         let input = self.intern(self.expr(a)?, false);
                         let dt = self.scalar_type(&input);
                         let orderable = dt.is_numeric() || dt.is_temporal() || matches!(dt, DataType::Utf8 | DataType::Binary);
-                        if matches!(func, AggFunc::Sum | AggFunc::Avg) && !dt.is_numeric() {
+                        if func.needs_number() && !dt.is_numeric() {
                             return Err(Error::TypeMismatch(format!("{} of {}", name.to_uppercase(), dt)));
                         }
-                        if matches!(func, AggFunc::Min | AggFunc::Max | AggFunc::CountDistinct) && !orderable {
+                        if func.needs_value() && !orderable {
                             return Err(Error::not_implemented(format!("{} over {}", name.to_uppercase(), dt)));
                         }
                         Ok(Item::Agg(AggExpr { func, input: Some(input) }))
@@ -846,19 +846,7 @@ fn parse_timestamp(s: &str) -> Option<i128> {
 }
 
 fn agg_func(lower: &str) -> Option<AggFunc> {
-    Some(match lower {
-        "count" => AggFunc::Count,
-        "sum" => AggFunc::Sum,
-        "avg" => AggFunc::Avg,
-        "min" => AggFunc::Min,
-        "max" => AggFunc::Max,
-        // `uniq` is approximate in ClickHouse; the exact count is a valid answer.
-        "uniq" | "uniqexact" => AggFunc::CountDistinct,
-        // `any` (ClickHouse) / `any_value` (DuckDB) may return any non-NULL value of the
-        // group; the minimum is one, and the same on every run and thread count.
-        "any" | "any_value" | "anylast" => AggFunc::Min,
-        _ => return None,
-    })
+    AggFunc::from_name(lower)
 }
 
 fn plain_args(f: &ast::Function) -> Result<Vec<&FunctionArgExpr>> {
