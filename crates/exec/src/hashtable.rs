@@ -445,9 +445,7 @@ impl<K: GroupKey> GroupTable<K> {
     pub(crate) fn encode(&self, out: &mut Vec<u8>) {
         let mut e = Enc(out);
         e.put(self.len() as u64);
-        for k in &self.keys {
-            k.encode(&mut e);
-        }
+        K::encode_all(&self.keys, &mut e);
         e.slice(&self.hashes);
         for a in &self.accs {
             a.encode(&mut e);
@@ -476,11 +474,9 @@ impl<K: GroupKey> GroupTable<K> {
         let mut d = Dec::new(bytes);
         // Each group has a hash of 8 bytes after the keys: bounds the count.
         let n = d.len(8)?;
-        let mut keys = Vec::with_capacity(n);
-        for _ in 0..n {
-            // SAFETY: the caller does not use the table after `arena` is dropped.
-            keys.push(unsafe { K::decode(&mut d, arena)? });
-        }
+        let mut keys = Vec::new();
+        // SAFETY: the caller does not use the table after `arena` is dropped.
+        unsafe { K::decode_all(&mut d, n, arena, &mut keys)? };
         let hashes: Vec<u64> = d.slice()?;
         if hashes.len() != n {
             return Err(corrupt(format!("{n} keys but {} hashes", hashes.len())));

@@ -97,6 +97,48 @@ pub(crate) trait GroupKey: Clone + PartialEq + Send + Sync {
     /// As [`GroupKey::persist`]: the key may point into `arena`, so the caller must not use
     /// it (or a clone) after `arena` is dropped.
     unsafe fn decode(d: &mut Dec<'_>, arena: &mut KeyArena) -> Result<Self>;
+
+    /// Appends `keys` to a spill buffer: [`GroupKey::encode`] of each, or (fixed-width
+    /// layouts) the values in one go.
+    fn encode_all(keys: &[Self], out: &mut Enc<'_>) {
+        for k in keys {
+            k.encode(out);
+        }
+    }
+
+    /// Appends to `keys` the `n` keys [`GroupKey::encode_all`] wrote.
+    ///
+    /// # Errors
+    /// [`tessera_common::Error::Corrupt`] on truncated bytes.
+    ///
+    /// # Safety
+    /// As [`GroupKey::decode`].
+    unsafe fn decode_all(d: &mut Dec<'_>, n: usize, arena: &mut KeyArena, keys: &mut Vec<Self>) -> Result<()> {
+        keys.reserve(n);
+        for _ in 0..n {
+            // SAFETY: the caller's contract is `decode`'s.
+            keys.push(unsafe { Self::decode(d, arena)? });
+        }
+        Ok(())
+    }
+}
+
+/// [`GroupKey::encode_all`] and [`GroupKey::decode_all`] of a fixed-width key type: one
+/// length-prefixed vector of values.
+macro_rules! fixed_key_io {
+    () => {
+        fn encode_all(keys: &[Self], out: &mut Enc<'_>) {
+            out.slice(keys);
+        }
+        unsafe fn decode_all(d: &mut Dec<'_>, n: usize, _: &mut KeyArena, keys: &mut Vec<Self>) -> Result<()> {
+            let v: Vec<Self> = d.slice()?;
+            if v.len() != n {
+                return Err(crate::spill::corrupt(format!("{} keys where {n} were written", v.len())));
+            }
+            keys.extend_from_slice(&v);
+            Ok(())
+        }
+    };
 }
 
 /// Append-only byte arena for string group keys (ClickHouse's `Arena` behind its string
@@ -203,6 +245,7 @@ impl GroupKey for u64 {
     unsafe fn decode(d: &mut Dec<'_>, _: &mut KeyArena) -> Result<Self> {
         d.get()
     }
+    fixed_key_io!();
 }
 impl GroupKey for u128 {
     const SCATTER_HASH: bool = false;
@@ -223,6 +266,7 @@ impl GroupKey for u128 {
     unsafe fn decode(d: &mut Dec<'_>, _: &mut KeyArena) -> Result<Self> {
         d.get()
     }
+    fixed_key_io!();
 }
 impl GroupKey for &[u8] {
     const BORROWS: bool = true;
