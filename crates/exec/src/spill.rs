@@ -151,7 +151,8 @@ pub(crate) fn corrupt(detail: String) -> Error {
     Error::Corrupt { path: PathBuf::from("<temporary file>"), detail: format!("spilled query state: {detail}") }
 }
 
-/// A fixed-width value written little-endian.
+/// A fixed-width value written little-endian: only the primitive integers and floats
+/// (`Enc::slice` and `Dec::slice` copy their bytes in bulk on that assumption).
 pub(crate) trait Pod: Copy {
     const SIZE: usize;
     fn put(self, out: &mut Vec<u8>);
@@ -192,9 +193,18 @@ impl Enc<'_> {
     /// A length, then the values.
     pub(crate) fn slice<T: Pod>(&mut self, v: &[T]) {
         self.put(v.len() as u64);
-        self.0.reserve(v.len() * T::SIZE);
-        for &x in v {
-            x.put(self.0);
+        if cfg!(target_endian = "little") {
+            // SAFETY: `Pod` is implemented only for the primitive integers and floats
+            // (`pod!` below): no padding, so all `size_of_val(v)` bytes are initialised,
+            // and on a little-endian target they are the little-endian encoding `put`
+            // writes value by value.
+            let bytes = unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) };
+            self.0.extend_from_slice(bytes);
+        } else {
+            self.0.reserve(v.len() * T::SIZE);
+            for &x in v {
+                x.put(self.0);
+            }
         }
     }
 }
@@ -240,7 +250,20 @@ impl<'a> Dec<'a> {
     pub(crate) fn slice<T: Pod>(&mut self) -> Result<Vec<T>> {
         let n = self.len(T::SIZE)?;
         let b = self.take(n * T::SIZE)?;
-        Ok(b.chunks_exact(T::SIZE).map(T::get).collect())
+        if cfg!(target_endian = "little") {
+            let mut v = Vec::<T>::with_capacity(n);
+            // SAFETY: `b` holds `n * T::SIZE` bytes (`take`), `v` room for `n` values of
+            // `T::SIZE` bytes each; they do not overlap (`v` is new). `Pod` types are the
+            // primitive integers and floats, for which every bit pattern is a value, and on
+            // a little-endian target these bytes are the values `get` would read.
+            unsafe {
+                std::ptr::copy_nonoverlapping(b.as_ptr(), v.as_mut_ptr().cast::<u8>(), b.len());
+                v.set_len(n);
+            }
+            Ok(v)
+        } else {
+            Ok(b.chunks_exact(T::SIZE).map(T::get).collect())
+        }
     }
 
     /// Whether every byte was read.
