@@ -179,10 +179,10 @@ pub enum AggFunc {
     /// sampling: exact up to 65,536, ~1% error above), Int64.
     Uniq,
     /// ClickHouse `uniqHLL12`: approximate distinct count (HyperLogLog, 2^12 registers,
-    /// exact below 512), Int64.
+    /// exact up to 512 values), Int64.
     UniqHll12,
     /// ClickHouse `uniqCombined`: approximate distinct count (HyperLogLog, 2^17 registers,
-    /// exact below 16,384), Int64.
+    /// exact up to 16,384 values), Int64.
     UniqCombined,
     /// `varPop` / `var_pop`: population variance of numbers, Float64; NULL without a value.
     VarPop,
@@ -212,7 +212,7 @@ impl AggFunc {
                 DataType::Float64
             }
             AggFunc::Sum if float => DataType::Float64,
-            // 64-bit inputs sum into 128 bits (DuckDB's HUGEINT): no overflow below 2^64 rows.
+            // 64-bit inputs sum into 128 bits (DuckDB's HUGEINT): no overflow below 2^63 rows.
             AggFunc::Sum if wide => DataType::Decimal128(38, 0),
             AggFunc::Sum => DataType::Int64,
             AggFunc::Min | AggFunc::Max => input.cloned().unwrap_or(DataType::Null),

@@ -10,7 +10,7 @@ use tessera_kernels::Kernels;
 use super::{GroupsAccumulator, OrdVal, decode_exact, same};
 use crate::spill::{Dec, Enc};
 
-/// Counts per group. `COUNT(*)` has no input; `COUNT(x)` counts the valid rows of its.
+/// Counts per group. `COUNT(*)` has no input; `COUNT(x)` counts the valid rows of its input.
 #[derive(Debug, Default)]
 pub(super) struct Count {
     counts: Vec<i64>,

@@ -145,6 +145,7 @@ impl<V: DistinctValue + Clone> GroupsAccumulator for Distinct<V> {
             return Err(corrupt(format!("{n} distinct sets for {groups} groups")));
         }
         self.sets = Vec::with_capacity(n);
+        self.heap = 0;
         for _ in 0..n {
             let m = d.len(8)?;
             let mut set = FastSet::default();

@@ -12,7 +12,7 @@ use tessera_common::float::{canonical_f32, canonical_f64, max_f64, min_f64};
 use tessera_common::{Error, Result};
 use tessera_kernels::{KernelInt, Kernels, SelectInt};
 
-use super::{GroupsAccumulator, OrdVal, bad_input, for_rows, for_strings, int_array, is_string, one_group_mask, same};
+use super::{GroupsAccumulator, OrdVal, bad_input, decode_exact, for_rows, for_strings, int_array, is_string, one_group_mask, same};
 use crate::spill::{Dec, Enc, Pod, corrupt};
 
 /// MIN (`max == false`) or MAX over input type `t`.
@@ -38,6 +38,8 @@ pub(super) trait Extreme: Pod + PartialEq + std::fmt::Debug + Send + Sync + 'sta
     /// The identity of MIN (the top of the order) and of MAX (its bottom).
     const TOP: Self;
     const BOTTOM: Self;
+    /// Whether [`Extreme::kernel`] has the families' masked kernels (integers).
+    const KERNEL: bool;
     /// The smaller (or with `max` the larger) of `a` and `b`.
     fn pick(max: bool, a: Self, b: Self) -> Self;
     /// The minimum or maximum of the rows of `vals` in `mask` with the kernel family's
@@ -50,6 +52,7 @@ pub(super) trait Extreme: Pod + PartialEq + std::fmt::Debug + Send + Sync + 'sta
 
 macro_rules! extreme_int {
     ($($t:ty),*) => {$(impl Extreme for $t {
+        const KERNEL: bool = true;
         const TOP: Self = <$t>::MAX;
         const BOTTOM: Self = <$t>::MIN;
         #[inline(always)]
@@ -72,6 +75,7 @@ macro_rules! extreme_int {
 extreme_int!(i8, i16, i32, i64, u8, u16, u32, u64);
 
 impl Extreme for f64 {
+    const KERNEL: bool = false;
     const TOP: Self = f64::NAN;
     const BOTTOM: Self = f64::NEG_INFINITY;
     #[inline(always)]
@@ -90,6 +94,7 @@ impl Extreme for f64 {
 }
 
 impl Extreme for f32 {
+    const KERNEL: bool = false;
     const TOP: Self = f32::NAN;
     const BOTTOM: Self = f32::NEG_INFINITY;
     #[inline(always)]
@@ -154,8 +159,8 @@ impl<T: Extreme> GroupsAccumulator for MinMax<T> {
     }
 
     fn update_one(&mut self, g: usize, input: Option<&ArrayRef>, sel: Option<&[u32]>, _rows: usize, kern: &Kernels) -> bool {
-        let Some(vals) = input.and_then(natives::<T>) else { return false };
-        let (mask, _) = one_group_mask(input.expect("checked"), sel, kern);
+        let Some((arr, vals)) = input.filter(|_| T::KERNEL).and_then(|a| Some((a, natives::<T>(a)?))) else { return false };
+        let (mask, _) = one_group_mask(arr, sel, kern);
         let Some(m) = T::kernel(self.max, vals, mask.as_deref(), kern) else { return false };
         if let Some(m) = m {
             self.vals[g] = T::pick(self.max, self.vals[g], m);
@@ -175,17 +180,13 @@ impl<T: Extreme> GroupsAccumulator for MinMax<T> {
 
     fn encode(&self, e: &mut Enc<'_>) {
         e.slice(&self.vals);
-        e.put(self.seen.len() as u64);
-        e.0.extend(self.seen.iter().map(|&b| b as u8));
+        let seen: Vec<u8> = self.seen.iter().map(|&b| b as u8).collect();
+        e.slice(&seen);
     }
 
     fn decode(&mut self, d: &mut Dec<'_>, groups: usize) -> Result<()> {
-        self.vals = super::decode_exact(d, groups, "min/max")?;
-        let n = d.len(1)?;
-        if n != groups {
-            return Err(corrupt(format!("{n} min/max flags for {groups} groups")));
-        }
-        self.seen = (0..n).map(|_| d.get::<u8>().map(|b| b != 0)).collect::<Result<_>>()?;
+        self.vals = decode_exact(d, groups, "min/max")?;
+        self.seen = decode_exact::<u8>(d, groups, "min/max flag")?.into_iter().map(|b| b != 0).collect();
         Ok(())
     }
 
@@ -274,6 +275,7 @@ impl GroupsAccumulator for MinMaxBytes {
             return Err(corrupt(format!("{n} min/max states for {groups} groups")));
         }
         self.vals = Vec::with_capacity(n);
+        self.heap = 0;
         for _ in 0..n {
             let some = d.get::<u8>()? != 0;
             let b = d.bytes()?;

@@ -162,8 +162,7 @@ impl Accumulator {
         let t = input_type.as_ref();
         let state: Box<dyn GroupsAccumulator> = match agg.func {
             AggFunc::CountStar | AggFunc::Count => Box::new(count::Count::default()),
-            AggFunc::Sum => sum::new(false, numeric(agg.func, t)?),
-            AggFunc::Avg => sum::new(true, numeric(agg.func, t)?),
+            AggFunc::Sum | AggFunc::Avg => sum::new(agg.func, numeric(agg.func, t)?),
             AggFunc::Min => min_max::new(false, orderable(agg.func, t)?)?,
             AggFunc::Max => min_max::new(true, orderable(agg.func, t)?)?,
             AggFunc::CountDistinct => distinct::new(orderable(agg.func, t)?),
@@ -171,7 +170,8 @@ impl Accumulator {
             AggFunc::UniqHll12 => uniq::hll::<12>(orderable(agg.func, t)?),
             AggFunc::UniqCombined => uniq::hll::<17>(orderable(agg.func, t)?),
             AggFunc::VarPop | AggFunc::VarSamp | AggFunc::StddevPop | AggFunc::StddevSamp => {
-                Box::new(variance::Variance::new(agg.func, numeric(agg.func, t)?))
+                numeric(agg.func, t)?;
+                Box::new(variance::Variance::new(agg.func))
             }
         };
         Ok(Accumulator { func: agg.func, input_type, state })
@@ -261,14 +261,6 @@ fn orderable(func: AggFunc, t: Option<&DataType>) -> Result<&DataType> {
 
 fn is_string(dt: &DataType) -> bool {
     matches!(dt, DataType::Utf8 | DataType::Binary)
-}
-
-fn is_float(dt: &DataType) -> bool {
-    matches!(dt, DataType::Float32 | DataType::Float64)
-}
-
-fn is_wide(dt: &DataType) -> bool {
-    matches!(dt, DataType::Int64 | DataType::UInt64 | DataType::Timestamp(_, _))
 }
 
 /// A number of the input, widened.
@@ -540,6 +532,21 @@ mod tests {
                 9 => None,
                 _ => Some((x(i) % 5000) as f64 / 8.0 - 300.0),
             }))),
+            // NaN (both signs), infinities, -0.0 among ordinary values, in some groups only.
+            Arc::new(Float64Array::from_iter_values((0..n).map(|i| match i {
+                10 => f64::NAN,
+                11 => -f64::NAN,
+                12 => f64::INFINITY,
+                13 => f64::NEG_INFINITY,
+                14 => -0.0,
+                _ => (x(i) % 777) as f64 * 0.5,
+            }))),
+            Arc::new(Float32Array::from_iter((0..n).map(|i| match i % 97 {
+                1 => Some(f32::NAN),
+                2 => None,
+                3 => Some(-0.0),
+                _ => Some((x(i) % 300) as f32 - 150.0),
+            }))),
             Arc::new(StringArray::from_iter((0..n).map(|i| match i % 13 {
                 5 => None,
                 6 => Some(String::new()),
@@ -577,7 +584,7 @@ mod tests {
         for i in 0..a.len() {
             assert_eq!(a.is_valid(i), b.is_valid(i), "{what}: NULL at {i}");
             let (x, y) = (a.value(i), b.value(i));
-            let ok = x.to_bits() == y.to_bits() || (x - y).abs() <= 1e-12 * x.abs().max(y.abs());
+            let ok = x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()) || (x - y).abs() <= 1e-12 * x.abs().max(y.abs());
             assert!(ok, "{what}: {x} vs {y} at {i}");
         }
     }
@@ -683,6 +690,13 @@ mod tests {
         assert_eq!(f64_of(one_group(AggFunc::VarSamp, one)), None);
         let none: ArrayRef = Arc::new(Int32Array::from(vec![None, None]));
         assert_eq!(f64_of(one_group(AggFunc::VarPop, none)), None);
+        // A NaN or an infinity makes the variance NaN (ClickHouse's answer), not 0.
+        for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            let arr: ArrayRef = Arc::new(Float64Array::from(vec![1.0, bad, 2.0]));
+            for func in [AggFunc::VarPop, AggFunc::StddevSamp] {
+                assert!(f64_of(one_group(func, arr.clone())).unwrap().is_nan(), "{func:?} with {bad}");
+            }
+        }
     }
 
     /// The approximate distinct counts: exact while a group is small (`uniq` up to 65,536
@@ -697,8 +711,10 @@ mod tests {
         let strs = |d: u64| -> ArrayRef { Arc::new(StringArray::from_iter_values((0..2 * d).map(|i| format!("u{}", i % d)))) };
         let est = |func, arr| one_group(func, arr).as_primitive::<Int64Type>().value(0) as f64;
         for make in [&ints as &dyn Fn(u64) -> ArrayRef, &strs] {
+            // Errors at 3 standard errors: sampling at skip 1-4 keeps >= 32K hashes (0.6%);
+            // HyperLogLog 1.04 / sqrt(2^P): 1.6% and 0.29%.
             for (func, exact_to, rel_err) in
-                [(AggFunc::Uniq, 65_536, 0.02), (AggFunc::UniqHll12, 512, 0.05), (AggFunc::UniqCombined, 16_384, 0.0075)]
+                [(AggFunc::Uniq, 65_536, 0.02), (AggFunc::UniqHll12, 512, 0.049), (AggFunc::UniqCombined, 16_384, 0.0087)]
             {
                 for d in [1, 100, exact_to, exact_to + 1, 3 * exact_to, 1_000_000] {
                     let got = est(func, make(d));

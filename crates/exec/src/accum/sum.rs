@@ -1,6 +1,7 @@
-//! `SUM(x)` and `AVG(x)` of numbers: a sum and a count per group. Integers of up to 32
-//! bits sum in i64 (no overflow below 2^32 rows a group), 64-bit integers in i128
-//! (DuckDB's HUGEINT: no overflow below 2^64 rows), floats in f64, in row order.
+//! `SUM(x)` and `AVG(x)` of numbers: a sum and a count per group, in the width of SUM's
+//! output type ([`AggFunc::output_type`]): integers of up to 32 bits sum in i64 (no
+//! overflow below 2^31 rows a group), 64-bit integers in i128 (DuckDB's HUGEINT: no
+//! overflow below 2^63 rows), floats in f64, in row order.
 
 use std::any::Any;
 use std::sync::Arc;
@@ -10,7 +11,8 @@ use arrow::datatypes::*;
 use tessera_common::Result;
 use tessera_kernels::{Kernels, SelectInt};
 
-use super::{GroupsAccumulator, Num, OrdVal, bad_input, decode_exact, for_rows, is_float, is_wide, one_group_mask, same, with_num};
+use super::{GroupsAccumulator, Num, OrdVal, bad_input, decode_exact, for_rows, one_group_mask, same, with_num};
+use crate::plan::AggFunc;
 use crate::spill::{Dec, Enc, Pod};
 
 /// The sum of a group, in its width.
@@ -84,14 +86,13 @@ impl SumNum for f64 {
     }
 }
 
-/// SUM (`avg == false`) or AVG of numeric input `t`.
-pub(super) fn new(avg: bool, t: &DataType) -> Box<dyn GroupsAccumulator> {
-    if is_float(t) {
-        Box::new(SumAvg::<f64> { avg, sums: Vec::new(), count: Vec::new() })
-    } else if is_wide(t) {
-        Box::new(SumAvg::<i128> { avg, sums: Vec::new(), count: Vec::new() })
-    } else {
-        Box::new(SumAvg::<i64> { avg, sums: Vec::new(), count: Vec::new() })
+/// SUM or AVG (`func`) of numeric input `t`: the sums in the width of SUM's output type.
+pub(super) fn new(func: AggFunc, t: &DataType) -> Box<dyn GroupsAccumulator> {
+    let avg = func == AggFunc::Avg;
+    match AggFunc::Sum.output_type(Some(t)) {
+        DataType::Float64 => Box::new(SumAvg::<f64> { avg, sums: Vec::new(), count: Vec::new() }),
+        DataType::Decimal128(_, _) => Box::new(SumAvg::<i128> { avg, sums: Vec::new(), count: Vec::new() }),
+        _ => Box::new(SumAvg::<i64> { avg, sums: Vec::new(), count: Vec::new() }),
     }
 }
 

@@ -11,8 +11,11 @@
 //! measured 1.4e-9 relative error on 1e9 + [0, 97), where the shifted sums were exact).
 //! The sums are compensated (Neumaier's variant of Kahan summation, 1974): where the first
 //! value is an outlier, `S2` and `S1^2 / n` cancel by a factor of n, and plain sums then lost
-//! 5e-11 relative on 1,431 rows; compensated ones 1e-13. Partial states merge by moving one
-//! to the other's shift, exactly in real arithmetic.
+//! 5e-11 relative on 1,431 rows; compensated ones 1e-13. Partial states merge by Chan, Golub
+//! and LeVeque's pairwise formula on (n, mean, M2) (1979: stable, the gap taken between the
+//! means rather than between the shifts), the merged state shifted to its mean. A NaN or
+//! infinite input, or sums past the f64 range, give NaN (ClickHouse's answer; DuckDB raises
+//! an out-of-range error).
 //!
 //! NULL inputs are skipped. A group without a value gives NULL; the sample variants also
 //! give NULL for a group of one value (the SQL standard and DuckDB; ClickHouse gives NaN).
@@ -34,7 +37,7 @@ pub(super) struct Variance {
     sample: bool,
     /// Take the square root (standard deviation).
     root: bool,
-    count: Vec<u64>,
+    count: Vec<i64>,
     /// The shift `K` of each group: its first value.
     shift: Vec<f64>,
     /// Sum of `x - K`, compensated: the sum is `s1 + c1`.
@@ -46,17 +49,22 @@ pub(super) struct Variance {
 }
 
 /// Adds `y` to the compensated sum `s + c` (Neumaier 1974): `c` gathers the low-order bits
-/// each addition to `s` rounds away.
+/// each addition to `s` rounds away. Once `s` is not finite the sum is `s` (the
+/// compensation of an infinite sum would be `inf - inf`).
 #[inline(always)]
 fn add(s: &mut f64, c: &mut f64, y: f64) {
     let t = *s + y;
-    *c += if s.abs() >= y.abs() { (*s - t) + y } else { (y - t) + *s };
+    if t.is_finite() {
+        *c += if s.abs() >= y.abs() { (*s - t) + y } else { (y - t) + *s };
+    } else {
+        *c = 0.0;
+    }
     *s = t;
 }
 
 impl Variance {
     /// The state of `func`, one of the four variance aggregates, over numbers.
-    pub(super) fn new(func: AggFunc, _input: &DataType) -> Self {
+    pub(super) fn new(func: AggFunc) -> Self {
         let sample = matches!(func, AggFunc::VarSamp | AggFunc::StddevSamp);
         let root = matches!(func, AggFunc::StddevPop | AggFunc::StddevSamp);
         let v = Vec::new;
@@ -68,17 +76,26 @@ impl Variance {
         [&mut self.shift, &mut self.s1, &mut self.c1, &mut self.s2, &mut self.c2]
     }
 
+    /// Group `g` as (n, mean - shift, M2): the mean relative to the group's shift, so that
+    /// no rounding at the shift's magnitude enters.
+    fn moments(&self, g: usize) -> (f64, f64, f64) {
+        let n = self.count[g] as f64;
+        let (s1, s2) = (self.s1[g] + self.c1[g], self.s2[g] + self.c2[g]);
+        let mean = s1 / n;
+        let m2 = s2 - s1 * mean;
+        // A sum of squares: rounding can leave it a hair below zero, never more (a NaN
+        // stays NaN).
+        (n, mean, if m2 < 0.0 { 0.0 } else { m2 })
+    }
+
     /// The final value of group `g`, `None` for NULL.
     fn result(&self, g: usize) -> Option<f64> {
         let n = self.count[g];
-        let d = if self.sample { n.checked_sub(1)? } else { n };
-        if d == 0 {
+        let d = if self.sample { n - 1 } else { n };
+        if d <= 0 {
             return None;
         }
-        // A sum of squares: rounding can leave it a hair below zero, never more.
-        let (s1, s2) = (self.s1[g] + self.c1[g], self.s2[g] + self.c2[g]);
-        let m2 = (s2 - s1 * s1 / n as f64).max(0.0);
-        let v = m2 / d as f64;
+        let v = self.moments(g).2 / d as f64;
         Some(if self.root { v.sqrt() } else { v })
     }
 }
@@ -123,27 +140,29 @@ impl GroupsAccumulator for Variance {
         let o = same::<Self>(other);
         for &(d, s) in pairs {
             let (d, s) = (d as usize, s as usize);
-            let nb = o.count[s];
-            if nb == 0 {
+            if o.count[s] == 0 {
                 continue;
             }
             if self.count[d] == 0 {
-                self.count[d] = nb;
+                self.count[d] = o.count[s];
                 self.shift[d] = o.shift[s];
                 (self.s1[d], self.c1[d], self.s2[d], self.c2[d]) = (o.s1[s], o.c1[s], o.s2[s], o.c2[s]);
                 continue;
             }
-            // The other group's values relative to this shift: y + delta, so its sums
-            // become S1 + nb delta and S2 + 2 delta S1 + nb delta^2.
-            let delta = o.shift[s] - self.shift[d];
-            let (fb, os1) = (nb as f64, o.s1[s] + o.c1[s]);
-            for y in [o.s2[s], o.c2[s], 2.0 * delta * os1, fb * delta * delta] {
-                add(&mut self.s2[d], &mut self.c2[d], y);
-            }
-            for y in [o.s1[s], o.c1[s], fb * delta] {
-                add(&mut self.s1[d], &mut self.c1[d], y);
-            }
-            self.count[d] += nb;
+            let ((na, ma, m2a), (nb, mb, m2b)) = (self.moments(d), o.moments(s));
+            let n = na + nb;
+            // The gap between the means: the shifts' difference (exact for shifts within a
+            // factor of two, Sterbenz) plus the small relative means'.
+            let delta = (o.shift[s] - self.shift[d]) + (mb - ma);
+            let mean = ma + delta * (nb / n);
+            let m2 = m2a + m2b + delta * delta * (na * nb / n);
+            // Shifted to the merged mean: shift k and the residual r = mean - (k - shift),
+            // so S1 = n r and S2 = M2 + n r^2 keep what the rounding of k dropped.
+            let k = self.shift[d] + mean;
+            let r = mean - (k - self.shift[d]);
+            self.count[d] += o.count[s];
+            self.shift[d] = k;
+            (self.s1[d], self.s2[d], self.c1[d], self.c2[d]) = (n * r, m2 + n * r * r, 0.0, 0.0);
         }
     }
 
