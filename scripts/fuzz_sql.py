@@ -182,6 +182,8 @@ def render_expr(e, duck):
             return "COUNT(*)"
         if duck and fn in VARIANCES:
             return exact_variance(fn, render_expr(arg, duck))
+        if fn in QUANTILES and QUANTILES[fn] is not None:
+            return f"{fn}({render_expr(arg, duck)}, {QUANTILES[fn]})"
         return f"{fn}({render_expr(arg, duck)})"
     if e[0] == "raw":
         return e[1]
@@ -311,13 +313,16 @@ def render(q, duck):
 # Generator.
 # ---------------------------------------------------------------------------------------
 
-AGGS = ["COUNT", "SUM", "AVG", "MIN", "MAX", "VAR_POP", "VAR_SAMP", "STDDEV_POP", "STDDEV_SAMP"]
+AGGS = ["COUNT", "SUM", "AVG", "MIN", "MAX", "VAR_POP", "VAR_SAMP", "STDDEV_POP", "STDDEV_SAMP", "MEDIAN",
+        "QUANTILE_CONT", "QUANTILE_DISC"]
+# Exact quantiles, rendered as `median(x)`, `quantile_cont(x, 0.3)`, `quantile_disc(x, 0.7)`.
+QUANTILES = {"MEDIAN": None, "QUANTILE_CONT": "0.3", "QUANTILE_DISC": "0.7"}
 # Variances of integer columns of up to 32 bits only, checked against the exact value:
 # DuckDB's side computes n*SUM(x^2) - SUM(x)^2 in HUGEINT (exact), rounded once to a double,
 # since DuckDB's own var_samp (Welford's update in doubles) is 4e-8 off on values near
 # 2^31 where Tessera's shifted sums are exact. (Float columns: DuckDB raises an
 # out-of-range error where infinities make the result infinite or NaN.)
-VARIANCES = AGGS[5:]
+VARIANCES = AGGS[5:9]
 NARROW_INTS = ["Int8", "Int16", "Int32", "UInt8", "UInt16", "UInt32"]
 
 
@@ -386,6 +391,11 @@ class Gen:
             return ("agg", "COUNT", ("col", self.col(t).name))
         if f in ("SUM", "AVG"):
             return ("agg", f, ("col", self.col(t, ["int", "float"]).name))
+        if f in QUANTILES:
+            # DuckDB's syntax (Tessera takes it too); integer columns: DuckDB's median of a
+            # date is a timestamp, Tessera refuses it.
+            col = self.col(t, ["int"]).name
+            return ("agg", f, ("col", col))
         if f in VARIANCES:
             narrow = [c for c in self.cols(t, ["int"]) if c.ttype in NARROW_INTS]
             if narrow:

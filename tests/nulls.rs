@@ -341,3 +341,62 @@ fn variances_and_approximate_uniq_skip_nulls() {
     assert_eq!(out[0].column(2).as_primitive::<Int64Type>().value(0), 0);
     assert!(matches!(db.sql("SELECT varPop(s) FROM n"), Err(tessera::Error::TypeMismatch(_))));
 }
+
+/// Exact quantiles per group with NULLs, single- and two-level: `median` and
+/// `quantile_cont` interpolate (DuckDB), `quantile_disc` takes the lower value and
+/// ClickHouse's `quantileExact` / `medianExact` the upper one; ClickHouse's parametric
+/// syntax and DuckDB's two-argument one; levels 0 and 1 give the extremes; a group without
+/// values gives NULL; a level outside [0, 1] is a plan error.
+#[test]
+fn quantiles_skip_nulls_and_follow_each_engine() {
+    let (db, v, s) = table();
+    let mut naive: HashMap<Option<String>, Vec<i32>> = HashMap::new();
+    for (x, t) in v.iter().zip(&s) {
+        let e = naive.entry(t.clone()).or_default();
+        if let Some(x) = x {
+            e.push(*x);
+        }
+    }
+    for vals in naive.values_mut() {
+        vals.sort();
+    }
+    let cont = |a: &[i32], l: f64| {
+        let pos = l * (a.len() - 1) as f64;
+        let lo = pos.floor() as usize;
+        let hi = (lo + 1).min(a.len() - 1);
+        a[lo] as f64 + (pos - lo as f64) * (a[hi] - a[lo]) as f64
+    };
+    let exact = |a: &[i32], l: f64| a[((l * a.len() as f64) as usize).min(a.len() - 1)];
+    let disc = |a: &[i32], l: f64| a[((l * a.len() as f64).ceil() as usize).saturating_sub(1)];
+    for settings in ["", " SETTINGS group_by_two_level_threshold = 0, max_threads = 3"] {
+        let sql = format!(
+            "SELECT s, median(v), quantile_cont(v, 0.3), quantile(0.9)(v), quantile_disc(v, 0.5), quantile(v, 0.25), \
+             quantileExact(0.5)(v), medianExact(v), quantileExact(0)(v), quantileExact(1)(v) FROM n GROUP BY s{settings}"
+        );
+        let out = db.sql(&sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+        let mut seen = 0;
+        for b in &out {
+            for r in 0..b.num_rows() {
+                let keys = b.column(0).as_string::<i32>();
+                let key = keys.is_valid(r).then(|| keys.value(r).to_string());
+                let a = &naive[&key];
+                let f = |c: usize| b.column(c).as_primitive::<Float64Type>().value(r);
+                let i = |c: usize| b.column(c).as_primitive::<Int32Type>().value(r);
+                let close = |x: f64, y: f64| (x - y).abs() <= 1e-9 * y.abs().max(1.0);
+                assert!(close(f(1), cont(a, 0.5)) && close(f(2), cont(a, 0.3)) && close(f(3), cont(a, 0.9)), "{sql}: {key:?}");
+                assert_eq!((i(4), i(5)), (disc(a, 0.5), disc(a, 0.25)), "{sql}: quantile_disc of {key:?}");
+                assert_eq!((i(6), i(7)), (exact(a, 0.5), exact(a, 0.5)), "{sql}: quantileExact of {key:?}");
+                assert_eq!((i(8), i(9)), (a[0], a[a.len() - 1]), "{sql}: levels 0 and 1 of {key:?}");
+                seen += 1;
+            }
+        }
+        assert_eq!(seen, naive.len(), "{sql}");
+    }
+    let out = db.sql("SELECT median(v), quantileExact(0.5)(v) FROM n WHERE v IS NULL").unwrap();
+    assert!(out[0].column(0).is_null(0) && out[0].column(1).is_null(0));
+    for bad in ["SELECT quantile(1.5)(v) FROM n", "SELECT quantile_cont(v, -0.1) FROM n", "SELECT quantile_cont(v, s) FROM n"] {
+        assert!(matches!(db.sql(bad), Err(tessera::Error::Plan(_))), "{bad}");
+    }
+    assert!(matches!(db.sql("SELECT uniq(0.5)(v) FROM n"), Err(tessera::Error::NotImplemented(_))));
+    assert!(matches!(db.sql("SELECT median(s) FROM n"), Err(tessera::Error::TypeMismatch(_))));
+}

@@ -193,6 +193,46 @@ pub enum AggFunc {
     /// `stddevSamp` / `stddev_samp` / `stddev`: sample standard deviation, Float64; NULL
     /// below two values.
     StddevSamp,
+    /// An exact quantile of numbers, dates or timestamps at a level in [0, 1]: `median`,
+    /// `quantile_cont`, `quantile_disc` (DuckDB), `quantileExact`, `medianExact`, and
+    /// `quantile` / `median` (ClickHouse's approximate ones, answered exactly). NULL
+    /// without a value.
+    Quantile(QuantileKind, QuantileLevel),
+}
+
+/// How a quantile picks its value among a group's `n` values, sorted in Tessera's order
+/// (NaN last), at level `l`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QuantileKind {
+    /// Linear interpolation at position `l * (n - 1)`: DuckDB's `quantile_cont` and `median`
+    /// (ClickHouse's `quantile` and `median` approximate it). Float64, numbers only.
+    Cont,
+    /// The value at index `min(floor(l * n), n - 1)`: ClickHouse's `quantileExact` and
+    /// `medianExact` (the upper median). The input type.
+    Exact,
+    /// The value at index `max(ceil(l * n) - 1, 0)`: DuckDB's `quantile_disc` (the lower
+    /// median). The input type.
+    Disc,
+}
+
+/// A quantile level in [0, 1], kept as its f64 bits so that [`AggFunc`] stays `Eq` and
+/// `Hash`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct QuantileLevel(u64);
+
+impl QuantileLevel {
+    /// The median's level.
+    pub const HALF: QuantileLevel = QuantileLevel(0x3FE0_0000_0000_0000);
+
+    /// `l` as a level; `None` outside [0, 1] (or NaN).
+    pub const fn new(l: f64) -> Option<Self> {
+        if l >= 0.0 && l <= 1.0 { Some(QuantileLevel((l + 0.0).to_bits())) } else { None }
+    }
+
+    /// The level.
+    pub fn get(self) -> f64 {
+        f64::from_bits(self.0)
+    }
 }
 
 impl AggFunc {
@@ -216,6 +256,8 @@ impl AggFunc {
             AggFunc::Sum if wide => DataType::Decimal128(38, 0),
             AggFunc::Sum => DataType::Int64,
             AggFunc::Min | AggFunc::Max => input.cloned().unwrap_or(DataType::Null),
+            AggFunc::Quantile(QuantileKind::Cont, _) => DataType::Float64,
+            AggFunc::Quantile(_, _) => input.cloned().unwrap_or(DataType::Null),
         }
     }
 
@@ -239,16 +281,40 @@ impl AggFunc {
             "varsamp" | "var_samp" | "variance" => AggFunc::VarSamp,
             "stddevpop" | "stddev_pop" => AggFunc::StddevPop,
             "stddevsamp" | "stddev_samp" | "stddev" => AggFunc::StddevSamp,
+            // The level comes from the call (`quantile(0.9)(x)`, `quantile_cont(x, 0.9)`):
+            // see `AggFunc::with_level`.
+            "median" | "quantile" | "quantile_cont" => AggFunc::Quantile(QuantileKind::Cont, QuantileLevel::HALF),
+            "medianexact" | "quantileexact" => AggFunc::Quantile(QuantileKind::Exact, QuantileLevel::HALF),
+            "quantile_disc" => AggFunc::Quantile(QuantileKind::Disc, QuantileLevel::HALF),
             _ => return None,
         })
     }
 
-    /// Whether the input must be a number (SUM, AVG, the variances).
+    /// Whether the input must be a number (SUM, AVG, the variances, interpolated quantiles).
     pub fn needs_number(self) -> bool {
         matches!(
             self,
-            AggFunc::Sum | AggFunc::Avg | AggFunc::VarPop | AggFunc::VarSamp | AggFunc::StddevPop | AggFunc::StddevSamp
+            AggFunc::Sum
+                | AggFunc::Avg
+                | AggFunc::VarPop
+                | AggFunc::VarSamp
+                | AggFunc::StddevPop
+                | AggFunc::StddevSamp
+                | AggFunc::Quantile(QuantileKind::Cont, _)
         )
+    }
+
+    /// Whether the function takes a level (the quantiles).
+    pub fn takes_level(self) -> bool {
+        matches!(self, AggFunc::Quantile(_, _))
+    }
+
+    /// The function at quantile level `l` (quantiles only; others unchanged).
+    pub fn with_level(self, l: QuantileLevel) -> AggFunc {
+        match self {
+            AggFunc::Quantile(k, _) => AggFunc::Quantile(k, l),
+            f => f,
+        }
     }
 
     /// Whether the input must be ordered or hashed by value: a number, date, timestamp or
@@ -256,7 +322,13 @@ impl AggFunc {
     pub fn needs_value(self) -> bool {
         matches!(
             self,
-            AggFunc::Min | AggFunc::Max | AggFunc::CountDistinct | AggFunc::Uniq | AggFunc::UniqHll12 | AggFunc::UniqCombined
+            AggFunc::Min
+                | AggFunc::Max
+                | AggFunc::CountDistinct
+                | AggFunc::Uniq
+                | AggFunc::UniqHll12
+                | AggFunc::UniqCombined
+                | AggFunc::Quantile(_, _)
         )
     }
 }

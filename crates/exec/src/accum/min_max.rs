@@ -8,7 +8,7 @@ use std::sync::Arc;
 use arrow::array::*;
 use arrow::buffer::ScalarBuffer;
 use arrow::datatypes::*;
-use tessera_common::float::{canonical_f32, canonical_f64, max_f64, min_f64};
+use tessera_common::float::{canonical_f32, canonical_f64, cmp_f64, max_f64, min_f64};
 use tessera_common::{Error, Result};
 use tessera_kernels::{KernelInt, Kernels, SelectInt};
 
@@ -46,6 +46,9 @@ pub(super) trait Extreme: Pod + PartialEq + std::fmt::Debug + Send + Sync + 'sta
     /// masked kernel: `None` when the type has none (floats), `Some(None)` for no rows.
     fn kernel(max: bool, vals: &[Self], mask: Option<&[u64]>, kern: &Kernels) -> Option<Option<Self>>;
     fn ord(self) -> OrdVal<'static>;
+    /// Tessera's total order of the values (floats: NaN last, -0.0 = 0.0).
+    fn total_cmp(a: &Self, b: &Self) -> std::cmp::Ordering;
+    fn to_f64(self) -> f64;
     /// An array of output type `dt` (the input type) of the values.
     fn emit(vals: impl Iterator<Item = Option<Self>>, dt: &DataType) -> Result<ArrayRef>;
 }
@@ -65,6 +68,12 @@ macro_rules! extreme_int {
         }
         fn ord(self) -> OrdVal<'static> {
             OrdVal::Int(KernelInt::to_i128(self))
+        }
+        fn total_cmp(a: &Self, b: &Self) -> std::cmp::Ordering {
+            a.cmp(b)
+        }
+        fn to_f64(self) -> f64 {
+            self as f64
         }
         fn emit(vals: impl Iterator<Item = Option<Self>>, dt: &DataType) -> Result<ArrayRef> {
             // Values came from the input type, so the conversion back is exact.
@@ -88,6 +97,12 @@ impl Extreme for f64 {
     fn ord(self) -> OrdVal<'static> {
         OrdVal::Float(self)
     }
+    fn total_cmp(a: &Self, b: &Self) -> std::cmp::Ordering {
+        cmp_f64(*a, *b)
+    }
+    fn to_f64(self) -> f64 {
+        self
+    }
     fn emit(vals: impl Iterator<Item = Option<Self>>, _dt: &DataType) -> Result<ArrayRef> {
         Ok(Arc::new(Float64Array::from_iter(vals.map(|v| v.map(canonical_f64)))))
     }
@@ -108,6 +123,12 @@ impl Extreme for f32 {
     fn ord(self) -> OrdVal<'static> {
         OrdVal::Float(self as f64)
     }
+    fn total_cmp(a: &Self, b: &Self) -> std::cmp::Ordering {
+        cmp_f64(*a as f64, *b as f64)
+    }
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
     fn emit(vals: impl Iterator<Item = Option<Self>>, _dt: &DataType) -> Result<ArrayRef> {
         Ok(Arc::new(Float32Array::from_iter(vals.map(|v| v.map(canonical_f32)))))
     }
@@ -115,7 +136,7 @@ impl Extreme for f32 {
 
 /// The values of `arr` as `T`: the input's native type (a date arrives as `Int32` after the
 /// radix scatter, a timestamp as `Int64`: same width, same values).
-fn natives<T: ArrowNativeType>(arr: &ArrayRef) -> Option<&[T]> {
+pub(super) fn natives<T: ArrowNativeType>(arr: &ArrayRef) -> Option<&[T]> {
     let any: &dyn Any = tessera_common::int_like_dispatch!(arr.data_type(), A => arr.as_primitive::<A>().values(), _ => match arr.data_type() {
         DataType::Float32 => arr.as_primitive::<Float32Type>().values(),
         DataType::Float64 => arr.as_primitive::<Float64Type>().values(),

@@ -2,7 +2,7 @@
 //! state of every group indexed by group id, with the update / merge / emit steps of
 //! two-phase aggregation (DataFusion's `GroupsAccumulator` split): each function keeps its
 //! own state in its own width ([`count`], [`sum`], [`min_max`], [`distinct`], [`variance`],
-//! [`uniq`]), and [`Accumulator::new`] is the one place that maps a function and an input
+//! [`uniq`], [`quantile`]), and [`Accumulator::new`] is the one place that maps a function and an input
 //! type to a state. Adding an aggregate is an [`AggFunc`] variant (name, output type), a
 //! state type, and one line there.
 //!
@@ -14,6 +14,7 @@
 mod count;
 mod distinct;
 mod min_max;
+mod quantile;
 mod sum;
 mod uniq;
 mod variance;
@@ -169,6 +170,10 @@ impl Accumulator {
             AggFunc::Uniq => uniq::sampling(orderable(agg.func, t)?),
             AggFunc::UniqHll12 => uniq::hll::<12>(orderable(agg.func, t)?),
             AggFunc::UniqCombined => uniq::hll::<17>(orderable(agg.func, t)?),
+            AggFunc::Quantile(kind, level) => {
+                let t = if kind == crate::plan::QuantileKind::Cont { numeric(agg.func, t)? } else { orderable(agg.func, t)? };
+                quantile::new(kind, level, t)?
+            }
             AggFunc::VarPop | AggFunc::VarSamp | AggFunc::StddevPop | AggFunc::StddevSamp => {
                 numeric(agg.func, t)?;
                 Box::new(variance::Variance::new(agg.func))
@@ -453,7 +458,7 @@ pub(crate) type FastSet<T> = std::collections::HashSet<T, BuildHasherDefault<Mix
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::ScalarExpr;
+    use crate::plan::{QuantileKind, QuantileLevel, ScalarExpr};
     use tessera_kernels::SimdLevel;
 
     /// The one-group path (the families' masked kernels) equals the per-row path with
@@ -555,7 +560,11 @@ mod tests {
         ]
     }
 
-    const FUNCS: [AggFunc; 14] = [
+    const FUNCS: [AggFunc; 18] = [
+        AggFunc::Quantile(QuantileKind::Cont, QuantileLevel::HALF),
+        AggFunc::Quantile(QuantileKind::Exact, QuantileLevel::HALF),
+        AggFunc::Quantile(QuantileKind::Disc, QuantileLevel::HALF),
+        AggFunc::Quantile(QuantileKind::Cont, LEVEL_03),
         AggFunc::CountStar,
         AggFunc::Count,
         AggFunc::Sum,
@@ -571,6 +580,11 @@ mod tests {
         AggFunc::StddevPop,
         AggFunc::StddevSamp,
     ];
+
+    const LEVEL_03: QuantileLevel = match QuantileLevel::new(0.3) {
+        Some(l) => l,
+        None => unreachable!(),
+    };
 
     /// Equal arrays, floats within a relative 1e-12 (merging partial variances adds in
     /// another order than one pass does).
@@ -605,7 +619,8 @@ mod tests {
                 let agg = AggExpr { func, input };
                 let new = || Accumulator::new(&agg, input.map(|_| dt.clone()));
                 let Ok(mut one) = new() else {
-                    assert!(func.needs_number() && !dt.is_numeric(), "{func:?} over {dt} is refused");
+                    let quantile_of_strings = matches!(func, AggFunc::Quantile(..)) && !dt.is_numeric();
+                    assert!(quantile_of_strings || (func.needs_number() && !dt.is_numeric()), "{func:?} over {dt} is refused");
                     continue;
                 };
                 let input_arr = input.map(|_| &arr);

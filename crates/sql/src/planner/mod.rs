@@ -15,8 +15,8 @@ use tessera_exec::expr::{ArithOp, DatePart, Expr as XExpr, Func, IntervalUnit, L
 
 use crate::statement::Statement;
 use tessera_exec::{
-    AggExpr, AggFunc, AggOutput, AggregatePlan, CmpOp, LikePattern, OrderLimit, Plan, Predicate, ScalarExpr, ScanPlan, SortKey,
-    Value,
+    AggExpr, AggFunc, AggOutput, AggregatePlan, CmpOp, LikePattern, OrderLimit, Plan, Predicate, QuantileKind, QuantileLevel,
+    ScalarExpr, ScanPlan, SortKey, Value,
 };
 
 /// Parses and plans one SQL statement. `catalog` resolves table names.
@@ -419,7 +419,38 @@ impl Ctx<'_> {
                 if f.filter.is_some() || f.over.is_some() {
                     return Err(Error::not_implemented(format!("{e}")));
                 }
-                let args = plain_args(f)?;
+                let mut args = plain_args(f)?;
+                let params = plain_params(f)?;
+                if func.takes_level() {
+                    // ClickHouse `quantile(0.9)(x)`, DuckDB `quantile_cont(x, 0.9)`
+                    // (`quantile(x, 0.9)` is DuckDB's `quantile_disc`); the median without.
+                    let level = match (params.as_slice(), args.as_slice()) {
+                        ([l], [_]) => Some(*l),
+                        ([], [_, FunctionArgExpr::Expr(l)]) => {
+                            if name == "quantile" {
+                                func = AggFunc::Quantile(QuantileKind::Disc, QuantileLevel::HALF);
+                            }
+                            args.truncate(1);
+                            Some(l)
+                        }
+                        // The median: `median(x)`, and ClickHouse's level-less `quantile(x)`.
+                        ([], [_]) if !name.starts_with("quantile_") => None,
+                        _ => return Err(Error::plan(format!("{} takes a level and one argument", name.to_uppercase()))),
+                    };
+                    if let Some(l) = level {
+                        let value = match literal(l) {
+                            Some(Ok(Lit::Float(v))) => Some(v),
+                            Some(Ok(Lit::Int(i))) => Some(i as f64),
+                            _ => None,
+                        };
+                        let level = value.and_then(QuantileLevel::new).ok_or_else(|| {
+                            Error::plan(format!("the level of {} must be a number in [0, 1], got {l}", name.to_uppercase()))
+                        })?;
+                        func = func.with_level(level);
+                    }
+                } else if !params.is_empty() {
+                    return Err(Error::not_implemented(format!("parameters of {}", name.to_uppercase())));
+                }
                 return match (func, args.as_slice()) {
                     (AggFunc::Count, [FunctionArgExpr::Wildcard]) | (AggFunc::Count, []) => {
                         Ok(Item::Agg(AggExpr { func: AggFunc::CountStar, input: None }))
@@ -865,6 +896,23 @@ fn plain_args(f: &ast::Function) -> Result<Vec<&FunctionArgExpr>> {
                 .collect()
         }
         FunctionArguments::Subquery(_) => Err(Error::not_implemented("subquery argument")),
+    }
+}
+
+/// The parameters of a ClickHouse parametric aggregate call (`quantile(0.9)` in
+/// `quantile(0.9)(x)`), as expressions.
+fn plain_params(f: &ast::Function) -> Result<Vec<&Expr>> {
+    match &f.parameters {
+        FunctionArguments::None => Ok(vec![]),
+        FunctionArguments::List(l) => l
+            .args
+            .iter()
+            .map(|a| match a {
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(x)) => Ok(x),
+                other => Err(Error::not_implemented(format!("parameter {other}"))),
+            })
+            .collect(),
+        FunctionArguments::Subquery(_) => Err(Error::not_implemented("subquery parameter")),
     }
 }
 
