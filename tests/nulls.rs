@@ -335,6 +335,15 @@ fn variances_and_approximate_uniq_skip_nulls() {
         assert_eq!(seen, naive.len(), "{sql}");
     }
     assert!(naive[&Some("x1".to_string())].len() > 1 && naive[&None].len() > 1);
+    // Integer keys and values: the approximate counts per group run as the exact GROUP BY of
+    // pairs, beside other aggregates too; NULL values skipped, a NULL key its own group.
+    let sql = "SELECT v % 7 AS k, uniq(v), uniqHLL12(v), uniqCombined(v), COUNT(DISTINCT v), SUM(v) FROM n GROUP BY k ORDER BY k";
+    for b in &db.sql(sql).unwrap() {
+        for r in 0..b.num_rows() {
+            let c = |j: usize| b.column(j).as_primitive::<Int64Type>().value(r);
+            assert_eq!((c(1), c(2), c(3)), (c(4), c(4), c(4)), "{sql}: row {r}");
+        }
+    }
     // No value: NULL variances, uniq 0.
     let out = db.sql("SELECT varPop(v), stddevSamp(v), uniq(v) FROM n WHERE v IS NULL").unwrap();
     assert!(out[0].column(0).is_null(0) && out[0].column(1).is_null(0));

@@ -94,6 +94,16 @@ fn distinct_rows(plan: &AggregatePlan, keys: Vec<ScalarExpr>) -> AggregatePlan {
     }
 }
 
+/// Whether `f` counts distinct values per group: `COUNT(DISTINCT)`, and ClickHouse's
+/// approximate `uniq`, `uniqHLL12`, `uniqCombined`, whose exact answer is within their
+/// error bounds. Per group over fixed-width keys and values the GROUP BY of pairs below
+/// answers all four exactly: faster than a sketch per group (`uniq(UserID)` per RegionID,
+/// 10M rows, 2 threads: 0.43 s with sampling sets, 0.11 s as pairs). Global counts keep
+/// their sketches (bounded memory, and faster than the exact count there).
+fn counts_distinct(f: AggFunc) -> bool {
+    matches!(f, AggFunc::CountDistinct | AggFunc::Uniq | AggFunc::UniqHll12 | AggFunc::UniqCombined)
+}
+
 /// Rows per chunk of the table of distinct pairs that [`distinct_per_group`] aggregates.
 const PAIR_CHUNK: usize = 65_536;
 
@@ -111,7 +121,7 @@ pub(super) fn distinct_per_group(
     query: &QueryContext,
 ) -> Result<Option<(Vec<RecordBatch>, Profile)>> {
     let Some(x) = plan.aggs.first().and_then(|a| a.input) else { return Ok(None) };
-    if plan.keys.is_empty() || !plan.aggs.iter().all(|a| a.func == AggFunc::CountDistinct && a.input == Some(x)) {
+    if plan.keys.is_empty() || !plan.aggs.iter().all(|a| counts_distinct(a.func) && a.input == Some(x)) {
         return Ok(None);
     }
     // Fixed-width keys and values only: a table of (string, value) pairs measured slower
@@ -165,7 +175,7 @@ pub(super) fn distinct_beside_others(
     pool: &rayon::ThreadPool,
     query: &QueryContext,
 ) -> Result<Option<(Vec<RecordBatch>, Profile)>> {
-    let is_distinct = |a: &AggExpr| a.func == AggFunc::CountDistinct;
+    let is_distinct = |a: &AggExpr| counts_distinct(a.func);
     let Some(x) = plan.aggs.iter().find(|a| is_distinct(a)).and_then(|a| a.input) else { return Ok(None) };
     // GROUP BY .. LIMIT without ORDER BY keeps the first keys in table order
     // (`optimize_trivial_group_by_limit_query`): the plain path does that.
