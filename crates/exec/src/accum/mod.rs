@@ -160,24 +160,24 @@ impl Accumulator {
     /// [`Error::NotImplemented`] for MIN/MAX/COUNT(DISTINCT)/uniq over other types than
     /// numbers, dates, timestamps, strings.
     pub(crate) fn new(agg: &AggExpr, input_type: Option<DataType>) -> Result<Self> {
-        let t = input_type.as_ref();
-        let state: Box<dyn GroupsAccumulator> = match agg.func {
+        let func = agg.func;
+        // The input rules are `AggFunc`'s (the planner checks the same ones at plan time).
+        let t = match input_type.as_ref() {
+            t if func.needs_number() => numeric(func, t)?,
+            t if func.needs_value() => orderable(func, t)?,
+            t => t.unwrap_or(&DataType::Null),
+        };
+        let state: Box<dyn GroupsAccumulator> = match func {
             AggFunc::CountStar | AggFunc::Count => Box::new(count::Count::default()),
-            AggFunc::Sum | AggFunc::Avg => sum::new(agg.func, numeric(agg.func, t)?),
-            AggFunc::Min => min_max::new(false, orderable(agg.func, t)?)?,
-            AggFunc::Max => min_max::new(true, orderable(agg.func, t)?)?,
-            AggFunc::CountDistinct => distinct::new(orderable(agg.func, t)?),
-            AggFunc::Uniq => uniq::sampling(orderable(agg.func, t)?),
-            AggFunc::UniqHll12 => uniq::hll::<12>(orderable(agg.func, t)?),
-            AggFunc::UniqCombined => uniq::hll::<17>(orderable(agg.func, t)?),
-            AggFunc::Quantile(kind, level) => {
-                let t = if kind == crate::plan::QuantileKind::Cont { numeric(agg.func, t)? } else { orderable(agg.func, t)? };
-                quantile::new(kind, level, t)?
-            }
-            AggFunc::VarPop | AggFunc::VarSamp | AggFunc::StddevPop | AggFunc::StddevSamp => {
-                numeric(agg.func, t)?;
-                Box::new(variance::Variance::new(agg.func))
-            }
+            AggFunc::Sum | AggFunc::Avg => sum::new(func, t),
+            AggFunc::Min => min_max::new(false, t)?,
+            AggFunc::Max => min_max::new(true, t)?,
+            AggFunc::CountDistinct => distinct::new(t),
+            AggFunc::Uniq => uniq::sampling(t),
+            AggFunc::UniqHll12 => uniq::hll::<12>(t),
+            AggFunc::UniqCombined => uniq::hll::<17>(t),
+            AggFunc::Quantile(kind, level) => quantile::new(kind, level, t)?,
+            AggFunc::VarPop | AggFunc::VarSamp | AggFunc::StddevPop | AggFunc::StddevSamp => Box::new(variance::Variance::new(func)),
         };
         Ok(Accumulator { func: agg.func, input_type, state })
     }

@@ -152,7 +152,7 @@ impl<T: Extreme> GroupsAccumulator for Quantile<T> {
             Some(Pick::Value(v)) => Some(v),
             _ => None,
         });
-        T::emit(vals.collect::<Vec<_>>().into_iter(), dt)
+        T::emit(vals, dt)
     }
 
     fn as_any(&self) -> &dyn Any {
