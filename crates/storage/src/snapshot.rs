@@ -74,8 +74,7 @@ impl Snapshot {
         }) && ranges.iter().all(|r| {
             // Equality: the bloom filter, where the column has one.
             let (Some((lo, true)), Some((hi, true))) = (&r.lower, &r.upper) else { return true };
-            let Some(blooms) = &p.blooms[r.column] else { return true };
-            if lo != hi {
+            if lo != hi || !p.blooms.has(r.column) {
                 return true;
             }
             let h = match (lo, &p.stats[r.column]) {
@@ -83,7 +82,7 @@ impl Snapshot {
                 (RangeValue::Bytes(b), Stats::Bytes(_)) => part::bloom_hash_bytes(b),
                 _ => return true,
             };
-            part::bloom_may_contain(&blooms[g], h)
+            p.blooms.may_contain(r.column, g, h).unwrap_or(true)
         })
     }
 }

@@ -53,16 +53,19 @@ pub(crate) fn bloom_hash_bytes(v: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(v)
 }
 
-/// Whether the bloom filter `words` (a power-of-two count of u64) may contain `hash`.
-pub(crate) fn bloom_may_contain(words: &[u64], hash: u64) -> bool {
-    if words.is_empty() {
+/// Whether the bloom filter `words` (a power-of-two count of u64, little-endian, as
+/// `bloom.idx` stores them) may contain `hash`.
+pub(crate) fn bloom_may_contain(words: &[u8], hash: u64) -> bool {
+    if words.len() < 8 {
         return false;
     }
-    let mask = (words.len() as u64 * 64) - 1;
+    let mask = (words.len() as u64 / 8 * 64) - 1;
     let (h1, h2) = (hash, (hash >> 32) | 1);
     (0..BLOOM_PROBES).all(|i| {
         let bit = h1.wrapping_add(i.wrapping_mul(h2)) & mask;
-        words[(bit / 64) as usize] & (1 << (bit % 64)) != 0
+        let at = (bit / 64) as usize * 8;
+        let word = u64::from_le_bytes(words[at..at + 8].try_into().expect("8 bytes"));
+        word & (1 << (bit % 64)) != 0
     })
 }
 
