@@ -136,7 +136,7 @@
 //! wide min/max in almost every granule, because UserID is sorted only inside runs of equal
 //! (CounterID, EventDate).
 //! Marks, the primary index and min/max are decoded into memory when a part opens (about
-//! 35 MB at 100M rows of hits); the bloom filters (573 MB there) stay in the mapped
+//! 35 MB at 100M rows of hits); the bloom filters (546 MiB there) stay in the mapped
 //! `bloom.idx` and are probed in place, so an open database's resident memory does not grow
 //! with them.
 //!
