@@ -49,8 +49,12 @@ pub(crate) struct Blooms {
     map: Option<Mmap>,
     /// `filters[c][g]`: byte offset and length in the map of granule `g`'s filter words of
     /// column `c`, if column `c` has filters.
-    filters: Vec<Option<Vec<(usize, usize)>>>,
+    filters: FilterRanges,
 }
+
+/// Per column, if it has bloom filters, the byte range of each granule's filter words in
+/// `bloom.idx`.
+type FilterRanges = Vec<Option<Vec<(usize, usize)>>>;
 
 impl Blooms {
     /// Whether column `c` has bloom filters.
@@ -394,7 +398,7 @@ impl Part {
 
 /// Validates `bloom.idx` (`bytes`, the whole file) and returns, per column of `ncols`, the
 /// byte range in the file of each granule's filter words, for the columns that have filters.
-fn read_blooms(bytes: &[u8], ncols: usize, granules: usize) -> block::DResult<Vec<Option<Vec<(usize, usize)>>>> {
+fn read_blooms(bytes: &[u8], ncols: usize, granules: usize) -> block::DResult<FilterRanges> {
     if bytes.len() < 24 {
         return Err(format!("truncated: {} bytes", bytes.len()));
     }
