@@ -426,6 +426,29 @@ fn streaming_reads_prewhere_memory_limit_and_cache_budget() {
             assert!(held > 0 && held <= 1 << 20, "{sql}: cache holds {held} bytes");
         }
     }
+
+    // A scan of a column larger than the cache puts less than half the budget of it there
+    // (plus the block that crosses the half), instead of cycling all of it through: the
+    // cache is 3/4 of URL's decoded size. A second scan adds at most as much again, of the
+    // blocks that were not cached (threads take the morsels in a different order).
+    let budget = (url_bytes as u64) * 3 / 4;
+    let biggest_morsel = disk
+        .table("hits")
+        .unwrap()
+        .columns(&[13])
+        .unwrap()[0]
+        .iter()
+        .map(|a| a.get_array_memory_size() as u64)
+        .max()
+        .unwrap();
+    disk.set_block_cache_size(budget);
+    let sql = "SELECT COUNT(*) FROM hits WHERE URL LIKE '%google%'";
+    assert_eq!(count(&disk, sql), count(&mem, sql));
+    let held = disk.block_cache_bytes();
+    assert!(held > 0, "the first blocks of URL are cached");
+    assert!(held < budget / 2 + biggest_morsel, "cache holds {held} of {budget} bytes: URL's scan is not admitted whole");
+    assert_eq!(count(&disk, sql), count(&mem, sql));
+    assert!(disk.block_cache_bytes() <= budget);
 }
 
 /// A string GROUP BY over streamed morsels keeps the morsels its scattered rows borrow only

@@ -6,7 +6,9 @@
 //! Eviction is CLOCK-Pro-like (the `quick_cache` crate: hot and cold entries, frequency
 //! aware, sharded, weighted by bytes). The budget is a hard bound on the bytes the cache
 //! holds ([`BlockCache::bytes`] <= [`BlockCache::capacity`]); an array larger than a
-//! shard's share of the budget is not cached. Parts are immutable and every opened part
+//! shard's share of the budget is not cached, and a query puts less than half the budget of
+//! any one column in (a scan of a column larger than the cache would cycle it all through,
+//! evicting the hot columns; see `Snapshot::admits`). Parts are immutable and every opened part
 //! gets a process-unique id, so an entry never goes stale: a merged-away part's entries
 //! age out.
 

@@ -765,7 +765,7 @@ impl DiskTable {
                 morsels.push(Morsel { part: pi, g0, g1: (g0 + GRANULES_PER_MORSEL).min(p.granules) });
             }
         }
-        let snap = Snapshot { table: self.clone(), parts, morsels, cache };
+        let snap = Snapshot::new(self.clone(), parts, morsels, cache);
         let lens = snap.chunk_lens();
         Table::lazy(&self.name, self.schema.clone(), lens, Some(Arc::new(snap)))
     }
