@@ -491,8 +491,6 @@ pub(crate) fn run(mut args: BenchArgs, cancel: &CancelToken) -> Result<()> {
             queries.push((1000 + i + 1, sql.as_str()));
         }
         let load_seconds = load_start.elapsed().as_secs_f64();
-        // What loading freed goes back to the OS before timing, not during the first queries.
-        crate::purge_freed_memory();
         let table_rows = db.table("hits").map_or(0, |t| t.num_rows());
         for threads in &threads_list {
             if let Some(t) = threads {

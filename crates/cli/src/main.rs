@@ -22,22 +22,6 @@ use tessera_engine::{CancelToken, Database, Error, Result};
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-/// Returns the pages freed so far in every jemalloc arena to the OS now, instead of over the
-/// next `dirty_decay_ms` (1 s, `.cargo/config.toml`) from jemalloc's background thread.
-/// `tessera bench` calls it between loading and timing: loading a table frees gigabytes
-/// (decoded Parquet pages, concatenation buffers), and their purge, overlapping the first
-/// queries, took a core of this 2-vCPU machine and slowed the first timed run of the first
-/// heavy query (Q5 after loading all 43 queries' columns: 0.12-0.18 s against 0.065 s).
-pub(crate) fn purge_freed_memory() {
-    // MALLCTL_ARENAS_ALL (jemalloc's `arena.<i>` index for all arenas).
-    const NAME: &std::ffi::CStr = c"arena.4096.purge";
-    // SAFETY: `arena.<i>.purge` is a void control: jemalloc's mallctl(3) reads and writes
-    // nothing, so null old/new pointers and a zero length are what it takes; NAME is
-    // NUL-terminated. jemalloc is this binary's allocator (GLOBAL above), so the arenas
-    // exist. The return code is ignored: a failed purge only leaves pages to the decay.
-    let _ = unsafe { tikv_jemalloc_sys::mallctl(NAME.as_ptr(), std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut(), 0) };
-}
-
 fn long_version() -> &'static str {
     let b = tessera_kernels::build_info();
     Box::leak(
