@@ -260,6 +260,16 @@ def sql_str(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
+# Seconds each engine's process waits between its load and its first query, as `tessera
+# bench` does after loading (SETTLE_SECONDS in crates/cli/src/bench.rs: the first heavy
+# query right after a load of gigabytes ran up to 2x slower on the 2-vCPU VM).
+SETTLE_SECONDS = 2
+
+
+def settle() -> None:
+    time.sleep(SETTLE_SECONDS)
+
+
 def child_duckdb(args) -> dict:
     import duckdb
 
@@ -281,6 +291,7 @@ def child_duckdb(args) -> dict:
     load_seconds = time.perf_counter() - t
     table_rows = con.execute("SELECT COUNT(*) FROM hits").fetchone()[0]
     log(f"[duckdb] loaded {table_rows} rows x {kind['columns']} columns in {load_seconds:.2f} s")
+    settle()
 
     all_sql = load_queries()
     results = []
@@ -359,6 +370,7 @@ def child_datafusion(args) -> dict:
     load_seconds = time.perf_counter() - t
     table_rows = ctx.sql("SELECT COUNT(*) AS c FROM hits").to_pylist()[0]["c"]
     log(f"[datafusion] loaded {table_rows} rows x {len(cols)} columns in {load_seconds:.2f} s")
+    settle()
 
     def rows_of(sql):
         df = ctx.sql(sql)
@@ -452,6 +464,7 @@ def child_chdb(args) -> dict:
             f"(insert {insert_seconds:.2f} s, optimize {optimize_seconds:.2f} s; {parts} active parts; "
             f"{nullable} Nullable columns)"
         )
+        settle()
 
         all_sql = load_queries()
         results = []
