@@ -87,14 +87,18 @@ impl Part {
         let table = table_of(dir);
         let corrupt =
             |file: &str, detail: String| Error::Corrupt { path: dir.join(file), detail: format!("table {table}: part {name}: {detail}") };
-        let read = |file: &str| -> Result<Vec<u8>> {
-            let p = dir.join(file);
-            std::fs::read(&p).map_err(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => corrupt(file, "missing file".into()),
-                _ => Error::Io { path: p.clone(), source: e },
-            })
+        let io_error = |file: &str, e: std::io::Error| match e.kind() {
+            std::io::ErrorKind::NotFound => corrupt(file, "missing file".into()),
+            _ => Error::Io { path: dir.join(file), source: e },
         };
-        let sums = read("checksums.txt")?;
+        // A file's bytes, and the handle they were read through.
+        let read = |file: &str| -> Result<(Vec<u8>, File)> {
+            let mut f = File::open(dir.join(file)).map_err(|e| io_error(file, e))?;
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut f, &mut bytes).map_err(|e| io_error(file, e))?;
+            Ok((bytes, f))
+        };
+        let (sums, _) = read("checksums.txt")?;
         let text = std::str::from_utf8(&sums).map_err(|_| corrupt("checksums.txt", "not UTF-8".into()))?;
         let mut lines = text.lines();
         let head = lines.next().unwrap_or("");
@@ -127,30 +131,15 @@ impl Part {
         // `bloom.idx` is mapped through the handle its verified bytes were read from.
         let mut bloom_file = None;
         for (file, len, hash) in &listed {
-            let p = dir.join(file);
-            let actual = std::fs::metadata(&p)
-                .map_err(|e| match e.kind() {
-                    std::io::ErrorKind::NotFound => corrupt(file, "missing file".into()),
-                    _ => Error::Io { path: p.clone(), source: e },
-                })?
-                .len();
+            let actual = std::fs::metadata(dir.join(file)).map_err(|e| io_error(file, e))?.len();
             if actual != *len {
                 return Err(corrupt(file, format!("size {actual} bytes, checksums.txt says {len} (truncated or extended)")));
             }
             if !file.ends_with(".bin") {
-                let bytes = if file == "bloom.idx" {
-                    let io = |e: std::io::Error| match e.kind() {
-                        std::io::ErrorKind::NotFound => corrupt(file, "missing file".into()),
-                        _ => Error::Io { path: p.clone(), source: e },
-                    };
-                    let mut f = File::open(&p).map_err(io)?;
-                    let mut bytes = Vec::with_capacity(actual as usize);
-                    std::io::Read::read_to_end(&mut f, &mut bytes).map_err(io)?;
+                let (bytes, f) = read(file)?;
+                if file == "bloom.idx" {
                     bloom_file = Some(f);
-                    bytes
-                } else {
-                    read(file)?
-                };
+                }
                 let got = format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&bytes));
                 if &got != hash {
                     return Err(corrupt(file, format!("checksum mismatch (stored {hash}, computed {got})")));
@@ -244,10 +233,7 @@ impl Part {
             if !listed.iter().any(|(n, ..)| *n == file) {
                 return Err(corrupt("checksums.txt", format!("{file} is not listed")));
             }
-            let f = File::open(&p).map_err(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => corrupt(&file, "missing file".into()),
-                _ => Error::Io { path: p.clone(), source: e },
-            })?;
+            let f = File::open(&p).map_err(|e| io_error(&file, e))?;
             // SAFETY: parts are immutable once renamed into place: Tessera never writes to
             // or truncates a committed column file (merges write new parts and delete old
             // directories, which leaves existing mappings valid on Unix). Another process
