@@ -32,6 +32,21 @@ fn table() -> (Database, Vec<Option<i32>>, Vec<Option<String>>) {
     (db, v, s)
 }
 
+/// Runs `sql`, whose first output column is a string GROUP BY key, and calls `check` with
+/// each row's key, batch and row index; returns the number of rows.
+fn for_each_group(db: &Database, sql: &str, mut check: impl FnMut(Option<String>, &RecordBatch, usize)) -> usize {
+    let out = db.sql(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let mut seen = 0;
+    for b in &out {
+        let keys = b.column(0).as_string::<i32>();
+        for r in 0..b.num_rows() {
+            check(keys.is_valid(r).then(|| keys.value(r).to_string()), b, r);
+            seen += 1;
+        }
+    }
+    seen
+}
+
 fn count(db: &Database, sql: &str) -> i64 {
     db.sql(sql).unwrap()[0].column(0).as_primitive::<Int64Type>().value(0)
 }
@@ -301,37 +316,30 @@ fn variances_and_approximate_uniq_skip_nulls() {
              uniq(s), COUNT(v) FROM n WHERE s IS NULL OR s <> 'x1' OR v = {} GROUP BY s{settings}",
             v[1].unwrap()
         );
-        let out = db.sql(&sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
-        let mut seen = 0;
-        for b in &out {
-            for r in 0..b.num_rows() {
-                let keys = b.column(0).as_string::<i32>();
-                let key = keys.is_valid(r).then(|| keys.value(r).to_string());
-                let vals = &naive[&key];
-                let f = |c: usize| {
-                    let a = b.column(c).as_primitive::<Float64Type>();
-                    a.is_valid(r).then(|| a.value(r))
-                };
-                let i = |c: usize| b.column(c).as_primitive::<Int64Type>().value(r);
-                let n = vals.len() as f64;
-                let mean = vals.iter().sum::<f64>() / n;
-                let m2: f64 = vals.iter().map(|x| (x - mean) * (x - mean)).sum();
-                let pop = (n > 0.0).then(|| m2 / n);
-                let samp = (n > 1.0).then(|| m2 / (n - 1.0));
-                assert_eq!(i(9), vals.len() as i64, "{sql}: COUNT(v) of {key:?}");
-                assert!(close(f(1), pop), "{sql}: varPop of {key:?}: {:?} vs {pop:?}", f(1));
-                assert!(close(f(2), samp), "{sql}: var_samp of {key:?}: {:?} vs {samp:?}", f(2));
-                assert!(close(f(3), pop.map(f64::sqrt)), "{sql}: stddevPop of {key:?}");
-                assert!(close(f(4), samp.map(f64::sqrt)), "{sql}: stddev of {key:?}");
-                let distinct = vals.iter().map(|x| *x as i64).collect::<std::collections::HashSet<_>>().len() as i64;
-                assert_eq!((i(5), i(7)), (distinct, distinct), "{sql}: uniq, uniqCombined of {key:?}");
-                // uniqHLL12 is exact up to 512 values, then within 5%.
-                let hll = i(6);
-                assert!(hll == distinct || (distinct > 512 && (hll - distinct).abs() * 20 <= distinct), "{sql}: {hll} vs {distinct}");
-                assert_eq!(i(8), key.is_some() as i64, "{sql}: uniq(s) of {key:?}");
-                seen += 1;
-            }
-        }
+        let seen = for_each_group(&db, &sql, |key, b, r| {
+            let vals = &naive[&key];
+            let f = |c: usize| {
+                let a = b.column(c).as_primitive::<Float64Type>();
+                a.is_valid(r).then(|| a.value(r))
+            };
+            let i = |c: usize| b.column(c).as_primitive::<Int64Type>().value(r);
+            let n = vals.len() as f64;
+            let mean = vals.iter().sum::<f64>() / n;
+            let m2: f64 = vals.iter().map(|x| (x - mean) * (x - mean)).sum();
+            let pop = (n > 0.0).then(|| m2 / n);
+            let samp = (n > 1.0).then(|| m2 / (n - 1.0));
+            assert_eq!(i(9), vals.len() as i64, "{sql}: COUNT(v) of {key:?}");
+            assert!(close(f(1), pop), "{sql}: varPop of {key:?}: {:?} vs {pop:?}", f(1));
+            assert!(close(f(2), samp), "{sql}: var_samp of {key:?}: {:?} vs {samp:?}", f(2));
+            assert!(close(f(3), pop.map(f64::sqrt)), "{sql}: stddevPop of {key:?}");
+            assert!(close(f(4), samp.map(f64::sqrt)), "{sql}: stddev of {key:?}");
+            let distinct = vals.iter().map(|x| *x as i64).collect::<std::collections::HashSet<_>>().len() as i64;
+            assert_eq!((i(5), i(7)), (distinct, distinct), "{sql}: uniq, uniqCombined of {key:?}");
+            // uniqHLL12 is exact up to 512 values, then within 5%.
+            let hll = i(6);
+            assert!(hll == distinct || (distinct > 512 && (hll - distinct).abs() * 20 <= distinct), "{sql}: {hll} vs {distinct}");
+            assert_eq!(i(8), key.is_some() as i64, "{sql}: uniq(s) of {key:?}");
+        });
         assert_eq!(seen, naive.len(), "{sql}");
     }
     assert!(naive[&Some("x1".to_string())].len() > 1 && naive[&None].len() > 1);
@@ -382,23 +390,16 @@ fn quantiles_skip_nulls_and_follow_each_engine() {
             "SELECT s, median(v), quantile_cont(v, 0.3), quantile(0.9)(v), quantile_disc(v, 0.5), quantile(v, 0.25), \
              quantileExact(0.5)(v), medianExact(v), quantileExact(0)(v), quantileExact(1)(v) FROM n GROUP BY s{settings}"
         );
-        let out = db.sql(&sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
-        let mut seen = 0;
-        for b in &out {
-            for r in 0..b.num_rows() {
-                let keys = b.column(0).as_string::<i32>();
-                let key = keys.is_valid(r).then(|| keys.value(r).to_string());
-                let a = &naive[&key];
-                let f = |c: usize| b.column(c).as_primitive::<Float64Type>().value(r);
-                let i = |c: usize| b.column(c).as_primitive::<Int32Type>().value(r);
-                let close = |x: f64, y: f64| (x - y).abs() <= 1e-9 * y.abs().max(1.0);
-                assert!(close(f(1), cont(a, 0.5)) && close(f(2), cont(a, 0.3)) && close(f(3), cont(a, 0.9)), "{sql}: {key:?}");
-                assert_eq!((i(4), i(5)), (disc(a, 0.5), disc(a, 0.25)), "{sql}: quantile_disc of {key:?}");
-                assert_eq!((i(6), i(7)), (exact(a, 0.5), exact(a, 0.5)), "{sql}: quantileExact of {key:?}");
-                assert_eq!((i(8), i(9)), (a[0], a[a.len() - 1]), "{sql}: levels 0 and 1 of {key:?}");
-                seen += 1;
-            }
-        }
+        let seen = for_each_group(&db, &sql, |key, b, r| {
+            let a = &naive[&key];
+            let f = |c: usize| b.column(c).as_primitive::<Float64Type>().value(r);
+            let i = |c: usize| b.column(c).as_primitive::<Int32Type>().value(r);
+            let close = |x: f64, y: f64| (x - y).abs() <= 1e-9 * y.abs().max(1.0);
+            assert!(close(f(1), cont(a, 0.5)) && close(f(2), cont(a, 0.3)) && close(f(3), cont(a, 0.9)), "{sql}: {key:?}");
+            assert_eq!((i(4), i(5)), (disc(a, 0.5), disc(a, 0.25)), "{sql}: quantile_disc of {key:?}");
+            assert_eq!((i(6), i(7)), (exact(a, 0.5), exact(a, 0.5)), "{sql}: quantileExact of {key:?}");
+            assert_eq!((i(8), i(9)), (a[0], a[a.len() - 1]), "{sql}: levels 0 and 1 of {key:?}");
+        });
         assert_eq!(seen, naive.len(), "{sql}");
     }
     let out = db.sql("SELECT median(v), quantileExact(0.5)(v) FROM n WHERE v IS NULL").unwrap();

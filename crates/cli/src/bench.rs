@@ -339,7 +339,7 @@ fn datasets(args: &BenchArgs) -> Result<Vec<PathBuf>> {
 /// loaded, 10M rows); a jemalloc purge right after the load did not remove it, so the
 /// cause is outside the engine (the allocator's or the OS's deferred work). ClickBench runs
 /// its queries as a separate step after the load, likewise.
-pub(crate) const SETTLE_SECONDS: u64 = 2;
+const SETTLE_SECONDS: u64 = 2;
 
 fn settle_after_load() {
     std::thread::sleep(std::time::Duration::from_secs(SETTLE_SECONDS));
