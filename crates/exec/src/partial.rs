@@ -135,6 +135,22 @@ macro_rules! raw_vals {
                 }
             }
 
+            /// Bytes a value takes (0 for none).
+            fn width(&self) -> usize {
+                match self {
+                    RawVals::None => 0,
+                    $(RawVals::$variant(_) => std::mem::size_of::<$native>(),)*
+                }
+            }
+
+            /// Reserves room for at least `additional` more values, exactly (no doubling).
+            fn reserve_exact(&mut self, additional: usize) {
+                match self {
+                    RawVals::None => {}
+                    $(RawVals::$variant(v) => v.reserve_exact(additional),)*
+                }
+            }
+
             /// Bytes reserved for the values.
             fn memory_size(&self) -> usize {
                 match self {
@@ -184,6 +200,13 @@ raw_vals!(
     F32(f32, Float32Type) = 9,
     F64(f64, Float64Type) = 10,
 );
+
+/// Bytes a scattered row takes in the radix buffers with these aggregate inputs: its key
+/// (inline part), its hash where the key type keeps it, its values in native width.
+pub(crate) fn scattered_row_bytes<K: GroupKey>(inputs: &[Option<&ArrayRef>]) -> usize {
+    let hash = if K::SCATTER_HASH { 8 } else { 0 };
+    std::mem::size_of::<K>() + hash + inputs.iter().map(|i| RawVals::empty_like(*i, 0).width()).sum::<usize>()
+}
 
 /// Radix-scatters rows into `parts`: key `keys[j]` (moved out; `keys` is left empty) and
 /// hash `hashes[j]` go to partition `pids[j]`, with the aggregate inputs of input row
@@ -345,6 +368,32 @@ impl<K> Scattered<K> {
         }
     }
 
+    /// Sets the buffers' reserved capacity to `cap` rows, or the rows held if more: lowers
+    /// it, or grows it exactly (no doubling).
+    fn fit(&mut self, cap: usize)
+    where
+        K: GroupKey,
+    {
+        self.shrink_to(cap);
+        let more = cap.saturating_sub(self.len());
+        self.keys.reserve_exact(more);
+        if K::SCATTER_HASH {
+            self.hashes.reserve_exact(more);
+        }
+        for v in &mut self.vals {
+            v.reserve_exact(more);
+        }
+    }
+
+    /// Bytes the rows held take (their keys' inline part and heap, hashes and values), the
+    /// capacity beyond them aside.
+    fn used_bytes(&self) -> usize {
+        self.keys.len() * std::mem::size_of::<K>()
+            + self.key_heap
+            + self.hashes.len() * 8
+            + self.vals.iter().map(|v| v.len().unwrap_or(0) * v.width()).sum::<usize>()
+    }
+
     /// Bytes reserved for keys (inline part and heap), hashes and values.
     fn memory_size(&self) -> usize {
         self.keys.capacity() * std::mem::size_of::<K>()
@@ -485,19 +534,25 @@ impl<K: GroupKey> Partial<K> {
         Ok(())
     }
 
-    /// Bytes each radix partition holds (its table and its scattered rows): what writing it
-    /// to disk frees; `None` unless the state is per-partition tables of groups (a single
-    /// table, fixed groups, or scattered rows never aggregated: the radix buffers of rows
-    /// regrow by doubling after a spill, so keeping some partitions in memory measured no
-    /// gain there: Q33 under 1 GiB wrote as much, 0-10% slower, with 200 MiB more at its
-    /// peak).
-    pub(crate) fn partition_bytes(&self) -> Option<Vec<usize>> {
+    /// Per radix partition, the bytes writing it to disk frees (its table and its scattered
+    /// rows, as reserved) and the bytes it holds on to if kept; `None` for a single table or
+    /// fixed groups. The two differ for scattered rows of keys that borrow no morsel (never
+    /// aggregated before the final phase): kept, they hold the rows' bytes, the capacity
+    /// beyond them being reset after the spill ([`Partial::fit_buffers`]). Borrowed keys'
+    /// rows are flushed before a spill, and their buffers keep the capacity they have. A
+    /// frozen table (before the first flush or partial spill) counts as an even share.
+    pub(crate) fn partition_bytes(&self) -> Option<Vec<(usize, usize)>> {
         match self {
             Partial::Single(_) | Partial::Fixed(_) => None,
-            Partial::Two(parts) => Some(parts.iter().map(|t| t.memory_size()).collect()),
-            Partial::Scatter { flushed, .. } if flushed.is_empty() => None,
-            Partial::Scatter { parts, flushed, .. } => {
-                Some(flushed.iter().zip(parts).map(|(t, r)| t.memory_size() + r.memory_size()).collect())
+            Partial::Two(parts) => Some(parts.iter().map(|t| (t.memory_size(), t.memory_size())).collect()),
+            Partial::Scatter { frozen, parts, flushed, .. } => {
+                let share = frozen.memory_size() / PARTITIONS;
+                let table = |p: usize| flushed.get(p).map_or(share, |t| t.memory_size());
+                let bytes = parts.iter().enumerate().map(|(p, r)| {
+                    let frees = table(p) + r.memory_size();
+                    (frees, if K::BORROWS { frees } else { table(p) + r.used_bytes() })
+                });
+                Some(bytes.collect())
             }
         }
     }
@@ -577,6 +632,21 @@ impl<K: GroupKey> Partial<K> {
         let per_part = rows / PARTITIONS + 16;
         for p in parts {
             p.shrink_to(per_part);
+        }
+    }
+
+    /// Gives each radix buffer room for its share of `rows` more rows (an eighth of slack
+    /// for the spread of a partition's count) beside the rows it holds, exactly: after a
+    /// partial spill of rows that are not aggregated before the final phase, the kept
+    /// partitions neither hold the capacity their doublings left nor double again, and the
+    /// written ones do not regrow by doubling, so the state grows as the rows come in and
+    /// the estimate that chose what to write holds (without it Q33 under 1 GiB wrote as much
+    /// over twice the spills). Does nothing unless scattering.
+    pub(crate) fn fit_buffers(&mut self, rows: usize) {
+        let Partial::Scatter { parts, .. } = self else { return };
+        let per_part = rows / PARTITIONS + rows / PARTITIONS / 8 + 16;
+        for p in parts {
+            p.fit(p.len() + per_part);
         }
     }
 

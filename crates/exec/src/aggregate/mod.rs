@@ -42,7 +42,7 @@ use crate::filter::Selection;
 use crate::hashtable::{GroupTable, PARTITIONS};
 use crate::keys::{GroupKey, KeyArena, KeyReader, Layout, NULL_HASH, TieKey, choose_layout};
 use crate::morsel::{Input, MorselColumns};
-use crate::partial::{Partial, Scratch, Spilled, finalize_partitioned, scatter_ok};
+use crate::partial::{Partial, Scratch, Spilled, finalize_partitioned, scatter_ok, scattered_row_bytes};
 use crate::plan::{AggFunc, AggOutput, AggregatePlan, OrderLimit, Plan, ScalarExpr, SortKey};
 use crate::pool::run_morsels;
 use crate::prewhere::Prewhere;
@@ -309,6 +309,9 @@ struct Worker<K> {
     spills: usize,
     /// `rows_in` at the last spill.
     rows_at_spill: usize,
+    /// Bytes a scattered row takes in the radix buffers ([`scattered_row_bytes`]; set at
+    /// the first morsel).
+    row_bytes: usize,
 }
 
 impl<K: GroupKey> Worker<K> {
@@ -388,38 +391,49 @@ impl<K: GroupKey> Worker<K> {
     /// input needs room for, not all of it (DuckDB's radix-partitioned aggregation also
     /// spills partitions one by one). Scattered rows are aggregated first when they borrow
     /// morsels, which can then be let go. `false`, nothing written, when the state is not
-    /// per-partition tables of groups ([`Partial::partition_bytes`]) or what spilling cannot
-    /// free (the key arena kept partitions point into, the radix buffers) passes half of
-    /// `target` by itself: [`Worker::spill`] then writes everything.
+    /// per-partition ([`Partial::partition_bytes`]) or what spilling cannot free (the key
+    /// arena kept partitions point into, the radix buffers) passes half of `target` by
+    /// itself: [`Worker::spill`] then writes everything. `left_rows`: the rows this worker
+    /// will probably still add (the radix buffers of rows that are not aggregated before
+    /// the final phase are sized for them).
     fn spill_some(
         &mut self,
         ctx: &Ctx<'_>,
         new_accs: &impl Fn() -> Vec<Accumulator>,
         target: usize,
         keep_rows: usize,
+        left_rows: usize,
     ) -> Result<bool> {
         if !self.retained.is_empty() {
             self.flush(ctx, new_accs)?;
         }
         let Some(bytes) = self.table.partition_bytes() else { return Ok(false) };
-        let total: usize = bytes.iter().sum();
-        let fixed = self.state_bytes().saturating_sub(total);
+        let fixed = self.state_bytes().saturating_sub(bytes.iter().map(|b| b.0).sum());
         if fixed >= target / 2 {
             return Ok(false);
         }
         let mut order: Vec<usize> = (0..bytes.len()).collect();
-        order.sort_unstable_by_key(|&p| std::cmp::Reverse(bytes[p]));
+        order.sort_unstable_by_key(|&p| std::cmp::Reverse(bytes[p].1));
         let mut select = vec![false; bytes.len()];
-        let mut left = total;
+        let mut left: usize = bytes.iter().map(|b| b.1).sum();
         for p in order {
             if fixed + left <= target {
                 break;
             }
             select[p] = true;
-            left -= bytes[p];
+            left -= bytes[p].1;
         }
-        self.write_partitions(ctx, new_accs, Some(&select))?;
-        self.table.shrink_buffers(keep_rows);
+        // Nothing to write when the capacity the radix buffers doubled into passed the
+        // limit, not their rows: resizing them below is all it takes.
+        if select.contains(&true) {
+            self.write_partitions(ctx, new_accs, Some(&select))?;
+        }
+        if K::BORROWS {
+            // Flushed into tables every `scatter_retained_bytes`: room for a flush's rows.
+            self.table.shrink_buffers(keep_rows);
+        } else {
+            self.table.fit_buffers(left_rows);
+        }
         ctx.query.resize(&mut self.accounted, self.table.memory_size(), self.table.operator())?;
         Ok(true)
     }
@@ -447,8 +461,6 @@ where
         .settings
         .external_group_by_bytes()
         .map(|b| usize::try_from(b).unwrap_or(usize::MAX) / ctx.settings.max_threads.max(1));
-    // Bytes a scattered row takes in the radix buffers (key, hash, ~8 bytes per input).
-    let row_bytes = std::mem::size_of::<K>() + 8 + 8 * plan.aggs.len();
     // Declared before the tables, dropped after them: the arenas and morsel arrays string
     // keys point into.
     let mut arenas: Vec<KeyArena> = Vec::new();
@@ -482,6 +494,7 @@ where
             runs: Vec::new(),
             spills: 0,
             rows_at_spill: 0,
+            row_bytes: std::mem::size_of::<K>(),
         },
         |w: &mut Worker<K>, m| {
             let len = chunk_lens[m];
@@ -524,6 +537,8 @@ where
             let mut add = || -> Result<()> {
                 let owned = ctx.agg_inputs(&mcols, len, sel)?;
                 let inputs: Vec<Option<&ArrayRef>> = owned.iter().map(|a| a.as_ref()).collect();
+                w.row_bytes = scattered_row_bytes::<K>(&inputs);
+                let row_bytes = w.row_bytes;
                 if plan.keys.is_empty() && w.add_to_unit(ctx, &extract, &inputs, sel, n)? {
                     return Ok(());
                 }
@@ -581,15 +596,23 @@ where
                 && w.state_bytes() > limit
                 && !matches!(w.table, Partial::Fixed(_))
             {
-                let keep_rows = limit / 2 / row_bytes;
+                let keep_rows = limit / 2 / w.row_bytes;
                 // The bytes this worker's rows still to come will add: its morsels' rate of
                 // rows so far, the state's rate of bytes per row since its last spill.
                 let left = chunk_lens.len().saturating_sub(m + 1) / ctx.settings.max_threads.max(1) * (w.rows_in / w.morsels);
                 let since = (w.rows_in - w.rows_at_spill).max(1);
-                let growth = (w.state_bytes() as u128 * left as u128 / since as u128) as usize;
+                let growth = if !K::BORROWS && w.table.is_scatter() {
+                    // Rows not aggregated before the final phase: each adds its bytes (an
+                    // upper bound: rows the frozen table holds add none), with the slack
+                    // `Partial::fit_buffers` reserves; the state's bytes count capacity
+                    // that doubling left unused.
+                    left * w.row_bytes / 8 * 9
+                } else {
+                    (w.state_bytes() as u128 * left as u128 / since as u128) as usize
+                };
                 // Late in its input (the rest fits in half the limit), the worker writes the
                 // largest partitions until the rest has room; else everything.
-                if growth >= limit / 2 || !w.spill_some(ctx, &new_accs, limit - growth, keep_rows)? {
+                if growth >= limit / 2 || !w.spill_some(ctx, &new_accs, limit - growth, keep_rows, left)? {
                     w.spill(ctx, &new_accs, keep_rows)?;
                 }
                 w.rows_at_spill = w.rows_in;
