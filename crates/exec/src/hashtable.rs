@@ -475,7 +475,8 @@ impl<K: GroupKey> GroupTable<K> {
     ) -> Result<()> {
         let mut d = Dec::new(bytes);
         // Every key encodes at least 8 bytes, except the unit key (no GROUP BY: one group,
-        // whose states take a byte or more): bounds the count.
+        // whose states take a byte or more; a plan without aggregates never gets here, it
+        // is answered by counting): bounds the count.
         let n = d.len(if std::mem::size_of::<K>() == 0 { 1 } else { 8 })?;
         let mut keys = Vec::new();
         // SAFETY: the caller does not use the table after `arena` is dropped.

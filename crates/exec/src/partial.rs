@@ -17,7 +17,8 @@
 //! **External GROUP BY**: a worker whose state passes its share of
 //! `max_bytes_before_external_group_by` moves it to disk ([`Partial::spill_partitions`]:
 //! per radix partition, a run of its groups, [`TABLE_RUN`], and a run of its scattered rows as
-//! they are, [`ROWS_RUN`], in the worker's [`SpillFile`]) and starts again empty. The final
+//! they are, [`ROWS_RUN`], in the worker's [`SpillFile`]) and starts again empty (late in its
+//! input it writes only its largest partitions and goes on with the others). The final
 //! task of a partition then also reads that partition's runs back, one at a time, and merges
 //! them: memory holds about one partition per worker instead of all groups (ClickHouse's
 //! external aggregation writes two-level buckets the same way and merges them bucket by
@@ -201,11 +202,24 @@ raw_vals!(
     F64(f64, Float64Type) = 10,
 );
 
-/// Bytes a scattered row takes in the radix buffers with these aggregate inputs: its key
-/// (inline part), its hash where the key type keeps it, its values in native width.
-pub(crate) fn scattered_row_bytes<K: GroupKey>(inputs: &[Option<&ArrayRef>]) -> usize {
+/// Bytes a scattered row takes in the radix buffers with these aggregate inputs and keys
+/// like `keys`: its key (inline part, and the mean heap bytes of `keys` for key types that
+/// own some), its hash where the key type keeps it, its values in native width; at least 1.
+pub(crate) fn scattered_row_bytes<K: GroupKey>(keys: &[K], inputs: &[Option<&ArrayRef>]) -> usize {
     let hash = if K::SCATTER_HASH { 8 } else { 0 };
-    std::mem::size_of::<K>() + hash + inputs.iter().map(|i| RawVals::empty_like(*i, 0).width()).sum::<usize>()
+    let heap = if std::mem::needs_drop::<K>() && !keys.is_empty() {
+        keys.iter().map(|k| k.heap_bytes()).sum::<usize>() / keys.len()
+    } else {
+        0
+    };
+    let vals: usize = inputs.iter().map(|i| RawVals::empty_like(*i, 0).width()).sum();
+    (std::mem::size_of::<K>() + heap + hash + vals).max(1)
+}
+
+/// Rows a radix partition's buffers reserve for `rows` rows spread over the partitions:
+/// the mean share, an eighth more for the spread of a partition's count, and 16.
+pub(crate) fn buffer_rows_per_partition(rows: usize) -> usize {
+    rows / PARTITIONS + rows / PARTITIONS / 8 + 16
 }
 
 /// Radix-scatters rows into `parts`: key `keys[j]` (moved out; `keys` is left empty) and
@@ -410,8 +424,10 @@ pub(crate) enum Partial<K> {
     /// One table per radix partition.
     Two(Vec<GroupTable<K>>),
     /// A frozen pre-aggregation table plus raw rows per radix partition. After the first
-    /// [`Partial::flush`], `flushed` holds one table per radix partition (the frozen table's
-    /// groups and the flushed rows) and `frozen` is empty.
+    /// [`Partial::flush`] or partial spill ([`Partial::spill_partitions`] with a selection),
+    /// `flushed` holds one table per radix partition (the frozen table's groups and the
+    /// flushed rows, or an empty table where the partition was written) and `frozen` is
+    /// empty.
     /// While `probe`, a row whose key the frozen table holds updates it there and only the
     /// other rows are scattered (see [`Partial::add`]).
     Scatter { frozen: GroupTable<K>, parts: Vec<Scattered<K>>, flushed: Vec<GroupTable<K>>, probe: bool },
@@ -480,8 +496,7 @@ impl<K: GroupKey> Partial<K> {
         let Partial::Single(_) = self else { return };
         let Partial::Single(t) = std::mem::replace(self, Partial::Two(Vec::new())) else { unreachable!() };
         *self = if scatter {
-            // 12% slack over the mean share covers the spread of a partition's row count.
-            let per_part = expect_rows / PARTITIONS + expect_rows / PARTITIONS / 8 + 16;
+            let per_part = buffer_rows_per_partition(expect_rows);
             let parts = (0..PARTITIONS)
                 .map(|_| Scattered {
                     keys: Vec::with_capacity(per_part),
@@ -509,8 +524,8 @@ impl<K: GroupKey> Partial<K> {
         matches!(self, Partial::Scatter { .. })
     }
 
-    /// Aggregates the scattered rows into per-partition tables (the first time, the frozen
-    /// table is split into them), a partition at a time so each table is cache-sized while
+    /// Aggregates the scattered rows into per-partition tables (while `flushed` is empty,
+    /// the frozen table is split into them first), a partition at a time so each table is cache-sized while
     /// its rows go in, and copies their new keys into `arena`: afterwards no key of this
     /// partial points into a morsel. Does nothing unless scattering.
     /// Pre-aggregation on flush bounds a string GROUP BY's memory by its groups instead of
@@ -539,8 +554,9 @@ impl<K: GroupKey> Partial<K> {
     /// fixed groups. The two differ for scattered rows of keys that borrow no morsel (never
     /// aggregated before the final phase): kept, they hold the rows' bytes, the capacity
     /// beyond them being reset after the spill ([`Partial::fit_buffers`]). Borrowed keys'
-    /// rows are flushed before a spill, and their buffers keep the capacity they have. A
-    /// frozen table (before the first flush or partial spill) counts as an even share.
+    /// rows are flushed before a spill, and their buffers' capacity counts as it is (the
+    /// spill then caps it, [`Partial::shrink_buffers`]). A frozen table (before the first
+    /// flush or partial spill) counts as an even share.
     pub(crate) fn partition_bytes(&self) -> Option<Vec<(usize, usize)>> {
         match self {
             Partial::Single(_) | Partial::Fixed(_) => None,
@@ -635,8 +651,8 @@ impl<K: GroupKey> Partial<K> {
         }
     }
 
-    /// Gives each radix buffer room for its share of `rows` more rows (an eighth of slack
-    /// for the spread of a partition's count) beside the rows it holds, exactly: after a
+    /// Gives each radix buffer room for its share of `rows` more rows
+    /// ([`buffer_rows_per_partition`]) beside the rows it holds, exactly: after a
     /// partial spill of rows that are not aggregated before the final phase, the kept
     /// partitions neither hold the capacity their doublings left nor double again, and the
     /// written ones do not regrow by doubling, so the state grows as the rows come in and
@@ -644,7 +660,7 @@ impl<K: GroupKey> Partial<K> {
     /// over twice the spills). Does nothing unless scattering.
     pub(crate) fn fit_buffers(&mut self, rows: usize) {
         let Partial::Scatter { parts, .. } = self else { return };
-        let per_part = rows / PARTITIONS + rows / PARTITIONS / 8 + 16;
+        let per_part = buffer_rows_per_partition(rows);
         for p in parts {
             p.fit(p.len() + per_part);
         }

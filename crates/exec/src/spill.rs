@@ -2,7 +2,8 @@
 //! encoding of the state they write.
 //!
 //! A spilling worker appends **runs** to its own [`SpillFile`]: one run is one radix
-//! partition's groups (keys, hashes, aggregate states) or scattered rows, encoded with
+//! partition's groups (keys and aggregate states; the merge hashes the keys again) or
+//! scattered rows, encoded with
 //! [`Enc`] and, with `temporary_files_codec = 'LZ4'` (the default), compressed with LZ4 (block
 //! format, size prepended) when that pays: a file whose last compressed run did not shrink
 //! by [`MIN_SAVING_PERCENT`] writes its next runs as they are, compressing one run in

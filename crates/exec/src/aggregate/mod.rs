@@ -12,8 +12,9 @@
 //!    a large table ever happens.
 //!    **External GROUP BY**: a worker whose tables pass its share of
 //!    `max_bytes_before_external_group_by` writes them to a temporary file, one run per
-//!    radix partition, and goes on empty; the final phase reads each partition's runs back
-//!    and merges them with the partition's in-memory groups (partial.rs).
+//!    radix partition, and goes on empty (or, late in its input, writes its largest
+//!    partitions and goes on with the others); the final phase reads each partition's runs
+//!    back and merges them with the partition's in-memory groups (partial.rs).
 //! 3. **Top-N**: partitions are key-disjoint, so each final table keeps its best
 //!    `offset + limit` groups (a bounded sorted buffer with a threshold check on the first
 //!    sort key); only those candidates are materialised, then sorted exactly with every
@@ -42,7 +43,7 @@ use crate::filter::Selection;
 use crate::hashtable::{GroupTable, PARTITIONS};
 use crate::keys::{GroupKey, KeyArena, KeyReader, Layout, NULL_HASH, TieKey, choose_layout};
 use crate::morsel::{Input, MorselColumns};
-use crate::partial::{Partial, Scratch, Spilled, finalize_partitioned, scatter_ok, scattered_row_bytes};
+use crate::partial::{Partial, Scratch, Spilled, buffer_rows_per_partition, finalize_partitioned, scatter_ok, scattered_row_bytes};
 use crate::plan::{AggFunc, AggOutput, AggregatePlan, OrderLimit, Plan, ScalarExpr, SortKey};
 use crate::pool::run_morsels;
 use crate::prewhere::Prewhere;
@@ -354,7 +355,8 @@ impl<K: GroupKey> Worker<K> {
     }
 
     /// Writes the radix partitions `select` says (`None`: all) to the worker's temporary
-    /// file (created on first use), a run each, noting where.
+    /// file (created on first use), a run each, noting where; counts a spill if it wrote a
+    /// run (selected partitions may hold nothing).
     fn write_partitions(&mut self, ctx: &Ctx<'_>, new_accs: &impl Fn() -> Vec<Accumulator>, select: Option<&[bool]>) -> Result<()> {
         if self.spill.is_none() {
             let lz4 = ctx.settings.temporary_files_codec == TemporaryFilesCodec::Lz4;
@@ -362,11 +364,13 @@ impl<K: GroupKey> Worker<K> {
             self.runs = vec![Vec::new(); PARTITIONS];
         }
         let (file, runs) = (self.spill.as_mut().expect("created above"), &mut self.runs);
+        let mut wrote = false;
         self.table.spill_partitions(new_accs, select, |p, run, items| {
             runs[p].push((file.append(run, ctx.query)?, items));
+            wrote = true;
             Ok(())
         })?;
-        self.spills += 1;
+        self.spills += usize::from(wrote);
         Ok(())
     }
 
@@ -393,9 +397,11 @@ impl<K: GroupKey> Worker<K> {
     /// morsels, which can then be let go. `false`, nothing written, when the state is not
     /// per-partition ([`Partial::partition_bytes`]) or what spilling cannot free (the key
     /// arena kept partitions point into, the radix buffers) passes half of `target` by
-    /// itself: [`Worker::spill`] then writes everything. `left_rows`: the rows this worker
-    /// will probably still add (the radix buffers of rows that are not aggregated before
-    /// the final phase are sized for them).
+    /// itself: [`Worker::spill`] then writes everything; `true` also when no partition
+    /// needed writing (the radix buffers' unused capacity was what passed the limit, and
+    /// resizing them is all it takes). `left_rows`: the rows this worker will probably
+    /// still add (the radix buffers of rows that are not aggregated before the final phase
+    /// are sized for them).
     fn spill_some(
         &mut self,
         ctx: &Ctx<'_>,
@@ -426,7 +432,7 @@ impl<K: GroupKey> Worker<K> {
         // Nothing to write when the capacity the radix buffers doubled into passed the
         // limit, not their rows: resizing them below is all it takes.
         if select.contains(&true) {
-            self.write_partitions(ctx, new_accs, Some(&select))?;
+        self.write_partitions(ctx, new_accs, Some(&select))?;
         }
         if K::BORROWS {
             // Flushed into tables every `scatter_retained_bytes`: room for a flush's rows.
@@ -494,7 +500,7 @@ where
             runs: Vec::new(),
             spills: 0,
             rows_at_spill: 0,
-            row_bytes: std::mem::size_of::<K>(),
+            row_bytes: std::mem::size_of::<K>().max(1),
         },
         |w: &mut Worker<K>, m| {
             let len = chunk_lens[m];
@@ -537,12 +543,12 @@ where
             let mut add = || -> Result<()> {
                 let owned = ctx.agg_inputs(&mcols, len, sel)?;
                 let inputs: Vec<Option<&ArrayRef>> = owned.iter().map(|a| a.as_ref()).collect();
-                w.row_bytes = scattered_row_bytes::<K>(&inputs);
-                let row_bytes = w.row_bytes;
                 if plan.keys.is_empty() && w.add_to_unit(ctx, &extract, &inputs, sel, n)? {
                     return Ok(());
                 }
                 extract(&key_arrays, sel, n, &mut w.keys);
+                w.row_bytes = scattered_row_bytes(&w.keys, &inputs);
+                let row_bytes = w.row_bytes;
                 K::hash_batch(&w.keys, ctx.kern, &mut w.hashes);
                 // A worker may take any share of the morsels: reserve for all rows not yet
                 // seen (an upper bound; capacity never touched costs address space only).
@@ -555,8 +561,9 @@ where
                     expect = expect.min(per_flush + per_flush / 8);
                 }
                 if let Some(limit) = spill_limit {
-                    // A spilling worker empties its buffers at every spill: they need to
-                    // hold one spill's rows, and take at most half of its budget.
+                    // A spilling worker empties its buffers at a whole spill (a partial one
+                    // resizes them, `Partial::fit_buffers`): they need to hold one spill's
+                    // rows, and take at most half of its budget.
                     expect = expect.min(limit / 2 / row_bytes);
                 }
                 if threshold == 0 {
@@ -598,15 +605,17 @@ where
             {
                 let keep_rows = limit / 2 / w.row_bytes;
                 // The bytes this worker's rows still to come will add: its morsels' rate of
-                // rows so far, the state's rate of bytes per row since its last spill.
-                let left = chunk_lens.len().saturating_sub(m + 1) / ctx.settings.max_threads.max(1) * (w.rows_in / w.morsels);
+                // rows so far (at least one more morsel's: a worker may take one more than
+                // its share), the state's rate of bytes per row since its last spill.
+                let per_morsel = w.rows_in / w.morsels;
+                let left = (chunk_lens.len().saturating_sub(m + 1) / ctx.settings.max_threads.max(1) * per_morsel).max(per_morsel);
                 let since = (w.rows_in - w.rows_at_spill).max(1);
                 let growth = if !K::BORROWS && w.table.is_scatter() {
                     // Rows not aggregated before the final phase: each adds its bytes (an
-                    // upper bound: rows the frozen table holds add none), with the slack
-                    // `Partial::fit_buffers` reserves; the state's bytes count capacity
-                    // that doubling left unused.
-                    left * w.row_bytes / 8 * 9
+                    // upper bound: rows the frozen table holds add none), in the room
+                    // `Partial::fit_buffers` reserves for them; the state's bytes count
+                    // capacity that doubling left unused.
+                    buffer_rows_per_partition(left) * PARTITIONS * w.row_bytes
                 } else {
                     (w.state_bytes() as u128 * left as u128 / since as u128) as usize
                 };
