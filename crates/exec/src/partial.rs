@@ -525,9 +525,9 @@ impl<K: GroupKey> Partial<K> {
     }
 
     /// Aggregates the scattered rows into per-partition tables (while `flushed` is empty,
-    /// the frozen table is split into them first), a partition at a time so each table is cache-sized while
-    /// its rows go in, and copies their new keys into `arena`: afterwards no key of this
-    /// partial points into a morsel. Does nothing unless scattering.
+    /// the frozen table is split into them first), a partition at a time so each table is
+    /// cache-sized while its rows go in, and copies their new keys into `arena`: afterwards
+    /// no key of this partial points into a morsel. Does nothing unless scattering.
     /// Pre-aggregation on flush bounds a string GROUP BY's memory by its groups instead of
     /// its rows (DuckDB's radix-partitioned aggregation also aggregates partitioned data
     /// before it grows unbounded).

@@ -432,7 +432,7 @@ impl<K: GroupKey> Worker<K> {
         // Nothing to write when the capacity the radix buffers doubled into passed the
         // limit, not their rows: resizing them below is all it takes.
         if select.contains(&true) {
-        self.write_partitions(ctx, new_accs, Some(&select))?;
+            self.write_partitions(ctx, new_accs, Some(&select))?;
         }
         if K::BORROWS {
             // Flushed into tables every `scatter_retained_bytes`: room for a flush's rows.
