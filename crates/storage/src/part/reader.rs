@@ -37,8 +37,8 @@ pub struct Part {
 }
 
 /// The per-granule bloom filters of a part, probed in place in the memory-mapped
-/// `bloom.idx`. Opening the part reads and verifies the file once (a transient buffer),
-/// but the filters are not kept on the heap: at 100M rows of hits those of the sort-key
+/// `bloom.idx`. Opening the part verifies the file through the same map (checksum and
+/// structure), and the filters are never copied to the heap: at 100M rows of hits those of the sort-key
 /// columns after the first are 546 MiB, which kept there were most of an open database's
 /// resident memory (and counted in every query's peak RSS: RssAnon after opening that
 /// database went from 600 to 149 MiB). Mapped, their pages belong to the OS page cache,
@@ -91,14 +91,8 @@ impl Part {
             std::io::ErrorKind::NotFound => corrupt(file, "missing file".into()),
             _ => Error::Io { path: dir.join(file), source: e },
         };
-        // A file's bytes, and the handle they were read through.
-        let read = |file: &str| -> Result<(Vec<u8>, File)> {
-            let mut f = File::open(dir.join(file)).map_err(|e| io_error(file, e))?;
-            let mut bytes = Vec::new();
-            std::io::Read::read_to_end(&mut f, &mut bytes).map_err(|e| io_error(file, e))?;
-            Ok((bytes, f))
-        };
-        let (sums, _) = read("checksums.txt")?;
+        let read = |file: &str| std::fs::read(dir.join(file)).map_err(|e| io_error(file, e));
+        let sums = read("checksums.txt")?;
         let text = std::str::from_utf8(&sums).map_err(|_| corrupt("checksums.txt", "not UTF-8".into()))?;
         let mut lines = text.lines();
         let head = lines.next().unwrap_or("");
@@ -128,22 +122,36 @@ impl Part {
             listed.push((n.to_string(), l, h.to_string()));
         }
         let mut small = std::collections::HashMap::new();
-        // `bloom.idx` is mapped through the handle its verified bytes were read from.
-        let mut bloom_file = None;
+        // `bloom.idx` (546 MiB at 100M rows of hits) is verified in a read-only map of the
+        // file, the map that then serves the filters: the file is read once, not copied.
+        let mut bloom_map = None;
         for (file, len, hash) in &listed {
             let actual = std::fs::metadata(dir.join(file)).map_err(|e| io_error(file, e))?.len();
             if actual != *len {
                 return Err(corrupt(file, format!("size {actual} bytes, checksums.txt says {len} (truncated or extended)")));
             }
-            if !file.ends_with(".bin") {
-                let (bytes, f) = read(file)?;
-                if file == "bloom.idx" {
-                    bloom_file = Some(f);
-                }
-                let got = format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&bytes));
+            if file.ends_with(".bin") {
+                continue;
+            }
+            let check = |bytes: &[u8]| {
+                let got = format!("{:016x}", xxhash_rust::xxh3::xxh3_64(bytes));
                 if &got != hash {
                     return Err(corrupt(file, format!("checksum mismatch (stored {hash}, computed {got})")));
                 }
+                Ok(())
+            };
+            if file == "bloom.idx" {
+                let f = File::open(dir.join(file)).map_err(|e| io_error(file, e))?;
+                // SAFETY: as for the column files below: a committed part's files are never
+                // written or truncated. Its bytes are verified through this map (checksum
+                // here, structure in `read_blooms`), so the filters probed later are the
+                // verified ones.
+                let map = unsafe { Mmap::map(&f) }.map_err(|e| io_error(file, e))?;
+                check(&map)?;
+                bloom_map = Some(map);
+            } else {
+                let bytes = read(file)?;
+                check(&bytes)?;
                 small.insert(file.clone(), bytes);
             }
         }
@@ -204,26 +212,14 @@ impl Part {
         let mm = read_blocks(body, &mm_types, g).map_err(|d| corrupt("minmax.idx", d))?;
         let stats = mm.chunks_exact(2).map(|p| stats_of(&p[0], &p[1])).collect();
         let min_max = mm.chunks_exact(2).map(|p| (p[0].clone(), p[1].clone())).collect();
-        let bloom_bytes = take_small(&mut small, "bloom.idx")?;
-        let filters = read_blooms(&bloom_bytes, ncols, g).map_err(|d| corrupt("bloom.idx", d))?;
-        drop(bloom_bytes);
-        let blooms = match bloom_file {
-            Some(f) if filters.iter().any(Option::is_some) => {
-                let p = dir.join("bloom.idx");
-                // SAFETY: as for the column files below: a committed part's files are never
-                // written or truncated. The map is of the open file whose bytes were just
-                // read and verified (checksum, structure), so a rename over the path since
-                // cannot substitute unverified filters; every filter's range lies within the
-                // bytes read, checked against the map's length below.
-                let map = unsafe { Mmap::map(&f) }.map_err(|e| Error::Io { path: p.clone(), source: e })?;
-                let len = map.len();
-                if filters.iter().flatten().flatten().any(|&(off, n)| off + n > len) {
-                    return Err(corrupt("bloom.idx", format!("truncated while the part was opened ({len} bytes now)")));
-                }
-                let _ = map.advise(Advice::Random);
-                Blooms { map: Some(map), filters }
-            }
-            _ => Blooms::default(),
+        let bloom_map = bloom_map.ok_or_else(|| corrupt("checksums.txt", "bloom.idx is not listed".into()))?;
+        // Every filter's range lies within the map (checked by `read_blooms`).
+        let filters = read_blooms(&bloom_map, ncols, g).map_err(|d| corrupt("bloom.idx", d))?;
+        let blooms = if filters.iter().any(Option::is_some) {
+            let _ = bloom_map.advise(Advice::Random);
+            Blooms { map: Some(bloom_map), filters }
+        } else {
+            Blooms::default()
         };
         // column files
         let mut maps = Vec::with_capacity(ncols);
