@@ -185,99 +185,194 @@ impl<W: Write> Drop for CompressedWriter<W> {
 pub struct CompressedReader<R: Read> {
     inner: R,
     source: PathBuf,
+    /// The block being read out, and how far.
     buf: Vec<u8>,
     pos: usize,
-    payload: Vec<u8>,
+    /// Decompressed blocks after `buf`, in order; a damaged block's error is the last.
+    ready: std::collections::VecDeque<io::Result<Vec<u8>>>,
+    /// Buffers to reuse (raw payloads, decompressed blocks).
+    spare: Vec<Vec<u8>>,
     /// Blocks read so far, and the input offset of the next one.
     blocks: u64,
     offset: u64,
+    /// The input ended (cleanly or with an error, queued in `ready`).
+    ended: bool,
+}
+
+/// One compressed block read but not yet checked or decompressed.
+struct RawBlock {
+    checksum: [u8; 16],
+    /// Method, sizes and payload: what the checksum covers.
+    payload: Vec<u8>,
+    decompressed: u32,
+    /// Its number (from 1) and input offset, for messages.
+    number: u64,
+    offset: u64,
+}
+
+/// An [`io::ErrorKind::InvalidData`] naming block `number` at byte `offset` of `source`.
+fn bad_block(source: &std::path::Path, number: u64, offset: u64, what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("{}: compressed block {number} at byte {offset}: {what}", source.display()),
+    )
+}
+
+impl RawBlock {
+    /// Checks the block's checksum and decompresses it into `out`.
+    fn decompress(&self, source: &std::path::Path, out: &mut Vec<u8>) -> io::Result<()> {
+        let bad = |what: &str| bad_block(source, self.number, self.offset, what);
+        if checksum(&self.payload) != self.checksum {
+            return Err(bad("checksum mismatch"));
+        }
+        let data = &self.payload[HEADER_BYTES..];
+        out.clear();
+        match self.payload[0] {
+            METHOD_NONE => {
+                if data.len() != self.decompressed as usize {
+                    return Err(bad("uncompressed block size mismatch"));
+                }
+                out.extend_from_slice(data);
+            }
+            METHOD_LZ4 => {
+                out.resize(self.decompressed as usize, 0);
+                match lz4_flex::block::decompress_into(data, out) {
+                    Ok(n) if n == self.decompressed as usize => {}
+                    _ => return Err(bad("bad LZ4 payload")),
+                }
+            }
+            METHOD_ZSTD => {
+                out.reserve(self.decompressed as usize);
+                let mut dec = zstd::bulk::Decompressor::new().map_err(|e| bad(&format!("zstd: {e}")))?;
+                match dec.decompress_to_buffer(data, out) {
+                    Ok(n) if n == self.decompressed as usize => {}
+                    _ => return Err(bad("bad ZSTD payload")),
+                }
+            }
+            m => return Err(bad(&format!("unknown compression method 0x{m:02x}"))),
+        }
+        Ok(())
+    }
 }
 
 impl<R: Read> CompressedReader<R> {
     /// A reader of the blocks of `inner`; `source` names it in errors.
     pub fn new(inner: R, source: PathBuf) -> Self {
-        CompressedReader { inner, source, buf: Vec::new(), pos: 0, payload: Vec::new(), blocks: 0, offset: 0 }
+        CompressedReader {
+            inner,
+            source,
+            buf: Vec::new(),
+            pos: 0,
+            ready: std::collections::VecDeque::new(),
+            spare: Vec::new(),
+            blocks: 0,
+            offset: 0,
+            ended: false,
+        }
     }
 
-    fn bad(&self, what: &str) -> io::Error {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!(
-                "{}: compressed block {} at byte {}: {what}",
-                self.source.display(),
-                self.blocks + 1,
-                self.offset
-            ),
-        )
-    }
-
-    /// Reads the next block into `buf`; `false` at a clean end of input.
-    fn next_block(&mut self) -> io::Result<bool> {
+    /// Reads the next block's header and payload; `None` at a clean end of input.
+    fn read_raw(&mut self) -> io::Result<Option<RawBlock>> {
+        let (number, offset) = (self.blocks + 1, self.offset);
+        let bad = |what: &str| bad_block(&self.source, number, offset, what);
         let mut head = [0u8; 16 + HEADER_BYTES];
         let mut got = 0;
         while got < head.len() {
             match self.inner.read(&mut head[got..]) {
-                Ok(0) if got == 0 => return Ok(false),
-                Ok(0) => return Err(self.bad("truncated header")),
+                Ok(0) if got == 0 => return Ok(None),
+                Ok(0) => return Err(bad("truncated header")),
                 Ok(n) => got += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
         }
-        let method = head[16];
         let compressed = u32::from_le_bytes(head[17..21].try_into().expect("4 bytes"));
         let decompressed = u32::from_le_bytes(head[21..25].try_into().expect("4 bytes"));
         if !(HEADER_BYTES as u32..=MAX_BLOCK_BYTES).contains(&compressed) || decompressed > MAX_BLOCK_BYTES {
-            return Err(self.bad(&format!("sizes out of range (compressed {compressed}, decompressed {decompressed})")));
+            return Err(bad(&format!("sizes out of range (compressed {compressed}, decompressed {decompressed})")));
         }
         let payload_len = (compressed as usize) - HEADER_BYTES;
-        self.payload.clear();
-        self.payload.extend_from_slice(&head[16..]);
-        let read = (&mut self.inner).take(payload_len as u64).read_to_end(&mut self.payload)?;
+        let mut payload = self.spare.pop().unwrap_or_default();
+        payload.clear();
+        payload.extend_from_slice(&head[16..]);
+        let read = (&mut self.inner).take(payload_len as u64).read_to_end(&mut payload)?;
         if read < payload_len {
-            return Err(self.bad(&format!("truncated payload ({read} of {payload_len} bytes)")));
+            return Err(bad(&format!("truncated payload ({read} of {payload_len} bytes)")));
         }
-        if checksum(&self.payload) != head[..16] {
-            return Err(self.bad("checksum mismatch"));
-        }
-        let data = &self.payload[HEADER_BYTES..];
-        self.buf.clear();
-        match method {
-            METHOD_NONE => {
-                if data.len() != decompressed as usize {
-                    return Err(self.bad("uncompressed block size mismatch"));
-                }
-                self.buf.extend_from_slice(data);
-            }
-            METHOD_LZ4 => {
-                self.buf.resize(decompressed as usize, 0);
-                match lz4_flex::block::decompress_into(data, &mut self.buf) {
-                    Ok(n) if n == decompressed as usize => {}
-                    _ => return Err(self.bad("bad LZ4 payload")),
-                }
-            }
-            METHOD_ZSTD => {
-                self.buf.reserve(decompressed as usize);
-                let mut dec = zstd::bulk::Decompressor::new().map_err(|e| self.bad(&format!("zstd: {e}")))?;
-                match dec.decompress_to_buffer(data, &mut self.buf) {
-                    Ok(n) if n == decompressed as usize => {}
-                    _ => return Err(self.bad("bad ZSTD payload")),
-                }
-            }
-            m => return Err(self.bad(&format!("unknown compression method 0x{m:02x}"))),
-        }
-        self.pos = 0;
         self.blocks += 1;
         self.offset += 16 + u64::from(compressed);
-        Ok(true)
+        Ok(Some(RawBlock { checksum: head[..16].try_into().expect("16 bytes"), payload, decompressed, number, offset }))
+    }
+
+    /// Reads up to [`PARALLEL_BLOCKS`] blocks and checks and decompresses them on the
+    /// current rayon pool's threads into `ready`, in order (an error after the blocks
+    /// before it); `false` once the input has ended.
+    fn next_group(&mut self) -> bool {
+        use rayon::prelude::*;
+        if self.ended {
+            return false;
+        }
+        let mut raws = Vec::with_capacity(PARALLEL_BLOCKS);
+        let mut failed = None;
+        while raws.len() < PARALLEL_BLOCKS.min(rayon::current_num_threads() * 2) {
+            match self.read_raw() {
+                Ok(Some(raw)) => raws.push(raw),
+                Ok(None) => {
+                    self.ended = true;
+                    break;
+                }
+                Err(e) => {
+                    failed = Some(e);
+                    self.ended = true;
+                    break;
+                }
+            }
+        }
+        let mut outs: Vec<Vec<u8>> = raws.iter().map(|_| self.spare.pop().unwrap_or_default()).collect();
+        let source = &self.source;
+        let results: Vec<io::Result<()>> = if raws.len() > 1 {
+            raws.par_iter().zip(outs.par_iter_mut()).map(|(raw, out)| raw.decompress(source, out)).collect()
+        } else {
+            raws.iter().zip(outs.iter_mut()).map(|(raw, out)| raw.decompress(source, out)).collect()
+        };
+        for ((raw, out), result) in raws.into_iter().zip(outs).zip(results) {
+            self.spare.push(raw.payload);
+            match result {
+                Ok(()) => self.ready.push_back(Ok(out)),
+                Err(e) => {
+                    self.ready.push_back(Err(e));
+                    self.ended = true;
+                    return true;
+                }
+            }
+        }
+        if let Some(e) = failed {
+            self.ready.push_back(Err(e));
+        }
+        true
     }
 }
 
 impl<R: Read> Read for CompressedReader<R> {
     fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
         while self.pos == self.buf.len() {
-            if !self.next_block()? {
-                return Ok(0);
+            match self.ready.pop_front() {
+                Some(Ok(block)) => {
+                    let done = std::mem::replace(&mut self.buf, block);
+                    if self.spare.len() < 4 * PARALLEL_BLOCKS {
+                        self.spare.push(done);
+                    }
+                    self.pos = 0;
+                }
+                Some(Err(e)) => {
+                    self.ready.clear();
+                    return Err(e);
+                }
+                None => {
+                    if !self.next_group() {
+                        return Ok(0);
+                    }
+                }
             }
         }
         let n = out.len().min(self.buf.len() - self.pos);

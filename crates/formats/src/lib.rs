@@ -50,6 +50,7 @@ mod chtype;
 mod conform;
 pub mod json;
 pub mod native;
+mod parallel;
 mod arrowfmt;
 pub mod rowbinary;
 pub mod text;
@@ -473,9 +474,9 @@ pub fn reader<'a>(format: Format, input: Input<'a>, opts: &ReadOptions) -> Resul
     };
     let src = std::io::BufReader::with_capacity(1 << 20, src);
     Ok(match format {
-        Format::Native => Box::new(native::NativeReader::new(src, opts)?),
+        Format::Native => native::reader(src, opts)?,
         Format::RowBinary | Format::RowBinaryWithNames | Format::RowBinaryWithNamesAndTypes => {
-            Box::new(rowbinary::RowBinaryReader::new(format, src, opts)?)
+            rowbinary::reader(format, src, opts)?
         }
         Format::TabSeparated | Format::TabSeparatedWithNames | Format::Csv | Format::CsvWithNames => {
             Box::new(text::TextReader::new(format, src, opts)?)

@@ -28,6 +28,7 @@ use tessera_common::{Error, Result};
 
 use crate::builder::STRING_BYTES_FLUSH;
 use crate::chtype::{self, ChType, Wire};
+use crate::parallel::{Framing, ParallelChunks, Position, Walk};
 use crate::{BatchReader, BatchWriter, ReadOptions, corrupt, out_err};
 
 /// Largest column count, name or type length, and string value accepted on input.
@@ -545,6 +546,125 @@ fn decode_fixed(wire: Wire, dt: &DataType, raw: &[u8], rows: usize) -> Result<Ar
         }
         (w, dt) => return Err(Error::internal(format!("Native: no decoder for {w:?} as {dt}"))),
     })
+}
+
+impl<'s> NativeReader<&'s [u8]> {
+    /// A reader of `bytes` (whole blocks, `at` the blocks and rows before them) into
+    /// `schema`.
+    fn at(bytes: &'s [u8], opts: &ReadOptions, schema: SchemaRef, at: Position) -> Self {
+        NativeReader { src: bytes, opts: opts.clone(), schema, pending: None, blocks: at.units, rows: at.rows, done: false }
+    }
+}
+
+/// Native input cut into chunks of whole blocks ([`crate::parallel`]).
+struct NativeFraming {
+    opts: ReadOptions,
+    schema: SchemaRef,
+}
+
+impl Framing for NativeFraming {
+    fn unit(&self, buf: &[u8]) -> std::result::Result<(usize, u64), Walk> {
+        block_len(buf)
+    }
+
+    fn parse(&self, bytes: &[u8], at: Position) -> Vec<Result<RecordBatch>> {
+        NativeReader::at(bytes, &self.opts, self.schema.clone(), at).collect()
+    }
+}
+
+/// The VarUInt at `buf[*pos..]`, moving `pos` past it.
+#[inline(always)]
+fn walk_varuint(buf: &[u8], pos: &mut usize) -> std::result::Result<u64, Walk> {
+    match varuint_at(&buf[*pos..]) {
+        Some((v, n)) => {
+            *pos += n;
+            Ok(v)
+        }
+        None if buf.len() - *pos >= 10 => Err(Walk::Bad),
+        None => Err(Walk::Short),
+    }
+}
+
+/// Moves `pos` past `n` bytes of `buf`.
+#[inline(always)]
+fn walk_skip(buf: &[u8], pos: &mut usize, n: u64) -> std::result::Result<(), Walk> {
+    match (*pos as u64).checked_add(n) {
+        Some(end) if end <= buf.len() as u64 => {
+            *pos = end as usize;
+            Ok(())
+        }
+        _ => Err(Walk::Short),
+    }
+}
+
+/// The length in bytes and the rows of the Native block at the start of `buf`, found from
+/// its counts, types and string lengths ([`Walk::Bad`] where [`NativeReader`] would refuse
+/// the block, so that it reports why).
+fn block_len(buf: &[u8]) -> std::result::Result<(usize, u64), Walk> {
+    let mut pos = 0;
+    let ncols = walk_varuint(buf, &mut pos)?;
+    let nrows = walk_varuint(buf, &mut pos)?;
+    if ncols > MAX_COLUMNS || nrows > MAX_BLOCK_ROWS {
+        return Err(Walk::Bad);
+    }
+    for _ in 0..ncols {
+        let n = walk_varuint(buf, &mut pos)?;
+        if n > MAX_NAME_BYTES {
+            return Err(Walk::Bad);
+        }
+        walk_skip(buf, &mut pos, n)?;
+        let n = walk_varuint(buf, &mut pos)?;
+        if n > MAX_NAME_BYTES {
+            return Err(Walk::Bad);
+        }
+        let start = pos;
+        walk_skip(buf, &mut pos, n)?;
+        let ty = std::str::from_utf8(&buf[start..pos]).map_err(|_| Walk::Bad)?;
+        let ch = chtype::parse(ty).map_err(|_| Walk::Bad)?;
+        if ch.nullable {
+            walk_skip(buf, &mut pos, nrows)?;
+        }
+        match ch.wire.width() {
+            Some(w) => walk_skip(buf, &mut pos, nrows.checked_mul(w as u64).ok_or(Walk::Bad)?)?,
+            None => {
+                for _ in 0..nrows {
+                    // Strings under 128 bytes (a one-byte length) without the general
+                    // VarUInt path; `pos` past the end is caught at the next read or below.
+                    match buf.get(pos) {
+                        Some(&len) if len < 0x80 => pos += 1 + len as usize,
+                        Some(_) => {
+                            let n = walk_varuint(buf, &mut pos)?;
+                            if n > MAX_STRING_BYTES {
+                                return Err(Walk::Bad);
+                            }
+                            walk_skip(buf, &mut pos, n)?;
+                        }
+                        None => return Err(Walk::Short),
+                    }
+                }
+                if pos > buf.len() {
+                    return Err(Walk::Short);
+                }
+            }
+        }
+    }
+    Ok((pos, nrows))
+}
+
+/// A reader of Native `src`: blocks are decoded in parallel on the current rayon pool's
+/// threads when it has several ([`crate::parallel`]), else one after another.
+///
+/// # Errors
+/// As [`NativeReader::new`].
+pub(crate) fn reader<'a, R: BufRead + Send + 'a>(src: R, opts: &ReadOptions) -> Result<Box<dyn BatchReader + Send + 'a>> {
+    let head = NativeReader::new(src, opts)?;
+    if head.done || rayon::current_num_threads() <= 1 {
+        return Ok(Box::new(head));
+    }
+    let NativeReader { src, opts, schema, pending, blocks, rows, .. } = head;
+    let source = opts.source.clone();
+    let framing = NativeFraming { opts, schema: schema.clone() };
+    Ok(Box::new(ParallelChunks::new(src, framing, schema, source, Position { units: blocks, rows }, pending)))
 }
 
 impl<R: BufRead> Iterator for NativeReader<R> {

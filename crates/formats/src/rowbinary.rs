@@ -21,6 +21,7 @@ use tessera_common::{Error, Result};
 
 use crate::builder::ColumnBuilder;
 use crate::chtype::{self, Wire};
+use crate::parallel::{Framing, ParallelChunks, Position, Walk};
 use crate::native::{
     FixedBytes, MAX_STRING_BYTES, StrView, fixed_bytes, layouts, put_string, put_varuint, read_string, read_varuint, varuint_at,
 };
@@ -113,6 +114,7 @@ impl BatchWriter for RowBinaryWriter<'_> {
 }
 
 /// One input column: its wire layout, nullability, and the target column it fills.
+#[derive(Clone)]
 struct InCol {
     wire: Wire,
     nullable: bool,
@@ -352,6 +354,124 @@ impl<R: BufRead> RowBinaryReader<R> {
             other => other,
         })
     }
+}
+
+impl<'s> RowBinaryReader<&'s [u8]> {
+    /// A reader of `bytes` (whole rows, `rows` before them) laid out as `head`'s input,
+    /// into its schema.
+    fn rows_of(head: &RowBinaryFraming, bytes: &'s [u8], rows: u64) -> Self {
+        RowBinaryReader {
+            src: bytes,
+            opts: head.opts.clone(),
+            cols: head.cols.clone(),
+            input_schema: head.input_schema.clone(),
+            schema: head.schema.clone(),
+            rows,
+            done: false,
+            tmp: Vec::new(),
+            pending: None,
+            fitted: true,
+        }
+    }
+}
+
+/// Rows walked per [`Framing::unit`] call.
+const WALK_ROWS: u64 = 4096;
+
+/// RowBinary input cut into chunks of whole rows ([`crate::parallel`]).
+struct RowBinaryFraming {
+    opts: ReadOptions,
+    cols: Vec<InCol>,
+    input_schema: SchemaRef,
+    schema: SchemaRef,
+    /// The bytes of every row when all columns are fixed-width and not nullable.
+    row_bytes: Option<usize>,
+}
+
+impl Framing for RowBinaryFraming {
+    fn unit(&self, buf: &[u8]) -> std::result::Result<(usize, u64), Walk> {
+        if let Some(w) = self.row_bytes {
+            // All the whole rows at once.
+            let rows = buf.len() / w.max(1);
+            return if rows == 0 { Err(Walk::Short) } else { Ok((rows * w, rows as u64)) };
+        }
+        // The whole rows at the start of `buf`, a run at a time (a call per row costs as
+        // much as the walk).
+        let (mut pos, mut rows) = (0, 0);
+        while rows < WALK_ROWS {
+            match row_len(&buf[pos..], &self.cols) {
+                Ok(len) => {
+                    pos += len;
+                    rows += 1;
+                }
+                Err(e) if rows == 0 => return Err(e),
+                Err(_) => break,
+            }
+        }
+        Ok((pos, rows))
+    }
+
+    fn parse(&self, bytes: &[u8], at: Position) -> Vec<Result<RecordBatch>> {
+        RowBinaryReader::rows_of(self, bytes, at.rows).collect()
+    }
+}
+
+/// The length of the row at the start of `buf` ([`Walk::Bad`] where [`row_spans`] would
+/// refuse it: a null flag other than 0 or 1, a string longer than [`MAX_STRING_BYTES`]).
+#[inline]
+fn row_len(buf: &[u8], cols: &[InCol]) -> std::result::Result<usize, Walk> {
+    let mut pos = 0;
+    for col in cols {
+        if col.nullable {
+            match buf.get(pos) {
+                None => return Err(Walk::Short),
+                Some(0) => pos += 1,
+                Some(1) => {
+                    pos += 1;
+                    continue;
+                }
+                Some(_) => return Err(Walk::Bad),
+            }
+        }
+        pos += match col.wire.width() {
+            Some(w) => w,
+            None => {
+                let rest = buf.get(pos..).ok_or(Walk::Short)?;
+                let (n, k) = match varuint_at(rest) {
+                    Some(v) => v,
+                    None if rest.len() >= 10 => return Err(Walk::Bad),
+                    None => return Err(Walk::Short),
+                };
+                if n > MAX_STRING_BYTES {
+                    return Err(Walk::Bad);
+                }
+                k + n as usize
+            }
+        };
+    }
+    if pos > buf.len() { Err(Walk::Short) } else { Ok(pos) }
+}
+
+/// A reader of RowBinary `src` (one of the three formats): rows are parsed in parallel on
+/// the current rayon pool's threads when it has several ([`crate::parallel`]), else one
+/// after another.
+///
+/// # Errors
+/// As [`RowBinaryReader::new`].
+pub(crate) fn reader<'a, R: BufRead + Send + 'a>(
+    format: Format,
+    src: R,
+    opts: &ReadOptions,
+) -> Result<Box<dyn BatchReader + Send + 'a>> {
+    let head = RowBinaryReader::new(format, src, opts)?;
+    if head.done || head.cols.is_empty() || rayon::current_num_threads() <= 1 {
+        return Ok(Box::new(head));
+    }
+    let RowBinaryReader { src, opts, cols, input_schema, schema, rows, pending, .. } = head;
+    let row_bytes = cols.iter().map(|c| if c.nullable { None } else { c.wire.width() }).sum::<Option<usize>>();
+    let source = opts.source.clone();
+    let framing = RowBinaryFraming { opts, cols, input_schema, schema: schema.clone(), row_bytes };
+    Ok(Box::new(ParallelChunks::new(src, framing, schema, source, Position { units: rows, rows }, pending)))
 }
 
 /// Where the values of the row at the start of `buf` lie (`spans[c]`: column `c`'s value

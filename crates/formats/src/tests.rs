@@ -484,3 +484,91 @@ fn parallel_json_parsing_equals_the_rows_written() {
     let back = three.install(|| read(Format::JsonEachRow, Compression::None, &array, Some(schema.clone()))).unwrap();
     assert_eq!(concat(&back, &schema), want);
 }
+
+/// Reads `bytes` on `pool` up to its first error: the batches before it must be the next
+/// rows of `want` (a prefix of it), none may follow it. Returns the rows and the error.
+fn prefix_then_error(format: Format, c: Compression, bytes: &[u8], pool: &rayon::ThreadPool, want: &RecordBatch) -> (usize, String) {
+    let schema = want.schema();
+    let opts = ReadOptions { compression: c, schema: Some(schema), source: "t".into() };
+    let got = pool.install(|| match reader(format, Input::Stream(Box::new(bytes)), &opts) {
+        Ok(r) => r.collect::<Vec<_>>(),
+        Err(e) => vec![Err(e)],
+    });
+    let (mut rows, mut err) = (0, None);
+    for b in got {
+        match b {
+            Ok(b) => {
+                assert!(err.is_none(), "{format} {c:?}: a batch after the error");
+                assert_eq!(&b, &want.slice(rows, b.num_rows()), "{format} {c:?}: rows {rows}..");
+                rows += b.num_rows();
+            }
+            Err(e) => err = Some(e.to_string()),
+        }
+    }
+    (rows, err.unwrap_or_else(|| panic!("{format} {c:?}: no error")))
+}
+
+/// Native and RowBinary are parsed a chunk of whole blocks / rows per thread (their
+/// lengths walked first), and ClickHouse compressed blocks are decompressed a group at a
+/// time in parallel: over several MiB of every stored type plus one value longer than a
+/// chunk, reading on 3 threads and on 1 gives the rows written, with and without LZ4 blocks;
+/// damage deep in the input (a RowBinary null flag of 7, an implausible Native block, a
+/// flipped byte in a compressed block) gives the same error on 3 threads as on 1, naming
+/// its row, block or compressed block and byte, after whole batches of the rows before it
+/// only.
+#[test]
+fn parallel_binary_parsing_equals_the_rows_written() {
+    let long = "y".repeat(MAX_CHUNK_BYTES + 12_345);
+    let batches = edge_batches_with(&long);
+    let schema = batches[0].schema();
+    let want = concat(&batches, &schema);
+    let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+    let three = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+    let formats = [Format::Native, Format::RowBinary, Format::RowBinaryWithNamesAndTypes];
+    for format in formats {
+        for c in [Compression::None, Compression::Lz4] {
+            let bytes = write(format, c, &batches);
+            if c == Compression::None {
+                assert!(bytes.len() > 2 * MAX_CHUNK_BYTES, "{format}: {} bytes", bytes.len());
+            }
+            for pool in [&one, &three] {
+                let back = pool.install(|| read(format, c, &bytes, Some(schema.clone()))).unwrap();
+                let threads = pool.current_num_threads();
+                // On 3 threads, parsed as chunks (a batch or more each).
+                assert!(threads == 1 || back.len() > 2, "{format} {c:?}: {} batches", back.len());
+                assert_eq!(concat(&back, &schema), want, "{format} {c:?} {threads} threads");
+            }
+        }
+    }
+    // Damage after the rows of the first 4,000 batches (19,996 rows, 4,000 Native blocks).
+    let before: usize = batches[..4000].iter().map(RecordBatch::num_rows).sum();
+    for (format, damage, says) in [
+        // The first column (i8) is nullable: its null flag is 0 or 1.
+        (Format::RowBinary, vec![7u8], format!("row {}, column 1 (i8): null flag 7", before + 1)),
+        // One column, 2^40 rows (a VarUInt of 6 bytes).
+        (Format::Native, vec![1u8, 0x80, 0x80, 0x80, 0x80, 0x80, 0x20], "Native block 4001: 1 columns x 1099511627776 rows".to_string()),
+    ] {
+        let cut = write(format, Compression::None, &batches[..4000]).len();
+        let full = write(format, Compression::None, &batches);
+        let mut bad = full[..cut].to_vec();
+        bad.extend_from_slice(&damage);
+        bad.extend_from_slice(&full[cut..]);
+        for pool in [&one, &three] {
+            let (rows, err) = prefix_then_error(format, Compression::None, &bad, pool, &want);
+            assert!(err.contains(&says), "{format}: {err}");
+            assert!(rows <= before, "{format}: {rows} rows before the error");
+        }
+    }
+    // A flipped byte in the payload of a compressed block in the middle.
+    for format in formats {
+        let mut bytes = write(format, Compression::Lz4, &batches);
+        let at = bytes.len() / 2;
+        bytes[at] ^= 0x55;
+        let (_, err_one) = prefix_then_error(format, Compression::Lz4, &bytes, &one, &want);
+        let (_, err_three) = prefix_then_error(format, Compression::Lz4, &bytes, &three, &want);
+        // The same block and byte (on 1 thread the format reader adds the row it was in).
+        let block = |e: &str| e.find("compressed block").map(|i| e[i..].to_string());
+        assert!(block(&err_one).is_some_and(|b| b.contains("at byte") && b.ends_with("checksum mismatch")), "{format}: {err_one}");
+        assert_eq!(block(&err_one), block(&err_three), "{format}");
+    }
+}

@@ -16,7 +16,7 @@
 //! columns (target columns it lacks get NULL, or are an error when not nullable).
 
 use std::collections::VecDeque;
-use std::io::{BufRead, Write};
+use std::io::{BufRead, Read, Write};
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::{
@@ -625,7 +625,8 @@ struct Chunk {
 /// Reads `src` into `buf` until `buf` holds at least `want` bytes and `cut(buf)` finds where
 /// its whole rows end (what `cut` returns), reading twice as much while a row is longer;
 /// `None` at the end of input (`eof` set: all of `buf` is rows). Shared by the readers that
-/// parse chunks of rows in parallel ([`TextReader`], [`crate::json::JsonChunks`]).
+/// parse chunks of rows in parallel ([`TextReader`], [`crate::json::JsonChunks`],
+/// [`crate::parallel::ParallelChunks`]).
 pub(crate) fn read_chunk<T>(
     src: &mut impl BufRead,
     buf: &mut Vec<u8>,
@@ -636,15 +637,15 @@ pub(crate) fn read_chunk<T>(
 ) -> Result<Option<T>> {
     let mut want = want;
     loop {
-        while !*eof && buf.len() < want {
-            let got = src.fill_buf().map_err(|e| crate::in_err(source, e))?;
-            if got.is_empty() {
+        if !*eof && buf.len() < want {
+            // Straight into `buf`: a BufReader passes reads larger than its buffer through
+            // once it is empty, so the bytes are copied once, not twice.
+            let need = want - buf.len();
+            buf.reserve(need);
+            let got = src.by_ref().take(need as u64).read_to_end(buf).map_err(|e| crate::in_err(source, e))?;
+            if got < need {
                 *eof = true;
-                break;
             }
-            let n = got.len();
-            buf.extend_from_slice(got);
-            src.consume(n);
         }
         if *eof {
             return Ok(None);
