@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """chDB's side of `tessera bench --suite formats`: one case per process.
 
-Argument: a JSON object {op, sql, format, compression, path, structure, dir}.
+Argument: a JSON object {op, sql, format, compression, path, structure, dir, runs}.
 * op "read": `sql INTO OUTFILE path [COMPRESSION 'lz4'] FORMAT format` (Arrow/Parquet
   compress inside the format through settings instead);
 * op "write memory" / "write disk": `INSERT INTO t FROM INFILE path .. FORMAT format` into a
   `Memory` / `MergeTree ORDER BY tuple()` table of `structure` (in session directory dir).
-Prints {seconds, cpu_seconds, peak_rss_bytes, bytes} measured around the one statement,
-as the Rust side measures Tessera: wall time, process CPU time, RSS sampled every 10 ms.
+Runs the statement `runs` times in one process (as Tessera's runs share its process) and
+prints the run of median time: {seconds, cpu_seconds, peak_rss_bytes, bytes} measured
+around the statement, as the Rust side measures Tessera: wall time, process CPU time, RSS
+sampled every 10 ms.
 """
 
 import json
@@ -35,10 +37,9 @@ def cpu():
     return r.ru_utime + r.ru_stime
 
 
-def main():
-    spec = json.loads(sys.argv[1])
+def run_once(s, spec):
+    """One run of the case in session `s`: {seconds, cpu_seconds, peak_rss_bytes, bytes}."""
     fmt, comp, path = spec["format"], spec["compression"], spec["path"]
-    s = session.Session(spec["dir"])
     key = fmt.lower()
     inside = INSIDE.get(key)
     if spec["op"] == "read":
@@ -72,7 +73,16 @@ def main():
     stop.set()
     t.join()
     peak[0] = max(peak[0], rss())
-    print(json.dumps({"seconds": secs, "cpu_seconds": cpus, "peak_rss_bytes": peak[0], "bytes": os.path.getsize(path)}))
+    if spec["op"] != "read":
+        s.query("DROP TABLE IF EXISTS w")
+    return {"seconds": secs, "cpu_seconds": cpus, "peak_rss_bytes": peak[0], "bytes": os.path.getsize(path)}
+
+
+def main():
+    spec = json.loads(sys.argv[1])
+    s = session.Session(spec["dir"])
+    runs = sorted((run_once(s, spec) for _ in range(max(1, spec.get("runs", 1)))), key=lambda r: r["seconds"])
+    print(json.dumps(runs[len(runs) // 2]))
 
 
 if __name__ == "__main__":

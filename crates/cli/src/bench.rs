@@ -109,9 +109,10 @@ pub(crate) struct BenchArgs {
     /// ClickBench query numbers (1..43), comma-separated.
     #[arg(long, default_value = "19,33,34", value_delimiter = ',')]
     queries: Vec<usize>,
-    /// Timed runs per query (after one warm-up run).
-    #[arg(long, default_value_t = 10)]
-    runs: usize,
+    /// Timed runs per query (after one warm-up run; default 10); formats suite: runs per
+    /// case and operation of each engine, the median reported (default 3).
+    #[arg(long)]
+    runs: Option<usize>,
     /// Worker threads per query (max_threads); default: vCPUs. A list (`1,2`) sweeps:
     /// speedup and parallel efficiency per query against the first value.
     #[arg(long, value_delimiter = ',')]
@@ -417,6 +418,9 @@ pub(crate) fn run(mut args: BenchArgs, cancel: &CancelToken) -> Result<()> {
     if args.concurrency.is_empty() {
         args.concurrency = vec![1];
     }
+    if args.runs == Some(0) {
+        return Err(Error::InvalidArgument("--runs must be at least 1".into()));
+    }
     if args.suite == "formats" {
         return crate::formats_bench::run(crate::formats_bench::FormatsArgs {
             case_rows: args.case_rows,
@@ -428,11 +432,10 @@ pub(crate) fn run(mut args: BenchArgs, cancel: &CancelToken) -> Result<()> {
             dir: args.formats_dir,
             json: args.json,
             threads: args.threads.first().copied(),
+            runs: args.runs.unwrap_or(3),
         });
     }
-    if args.runs == 0 {
-        return Err(Error::InvalidArgument("--runs must be at least 1".into()));
-    }
+    let runs = args.runs.unwrap_or(10);
     if args.threads.contains(&0) {
         return Err(Error::InvalidArgument("--threads must be at least 1".into()));
     }
@@ -523,13 +526,13 @@ pub(crate) fn run(mut args: BenchArgs, cancel: &CancelToken) -> Result<()> {
                     "hits: {table_rows} rows from {} (columns loaded in {load_seconds:.2} s); {threads} threads; {simd_level} kernels; {}",
                     path.display(),
                     match concurrency {
-                        None => format!("{} runs after 1 warm-up", args.runs),
+                        None => format!("{runs} runs after 1 warm-up"),
                         Some(c) => format!("{c} clients after 1 warm-up run per query"),
                     }
                 );
                 reset_peak_rss();
                 let (queries_out, tp) = match concurrency {
-                    None => (latency_point(&db, &queries, args.runs, cancel)?, None),
+                    None => (latency_point(&db, &queries, runs, cancel)?, None),
                     Some(c) => {
                         let (t, lat) = throughput::run(&db, &queries, opts(c), cancel)?;
                         throughput::print(&t);
@@ -638,7 +641,7 @@ fn write_report(args: &BenchArgs, points: Vec<Point>, threads_scaling: Vec<Threa
             os: std::env::consts::OS,
         },
         threads: first.threads,
-        runs: args.runs,
+        runs: args.runs.unwrap_or(10),
         dataset: first.dataset.clone(),
         table_rows: first.table_rows,
         load_seconds: first.load_seconds,

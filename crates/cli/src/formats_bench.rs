@@ -10,7 +10,9 @@
 //!   `register_format` / `insert_format` into an on-disk table; chDB: `INSERT INTO t FROM
 //!   INFILE` into `Memory` / `MergeTree`).
 //!
-//! Each case reports elapsed seconds, CPU% (process CPU time / wall time), the peak RSS
+//! Each case runs `--runs` times per operation and engine (default 3) and reports the
+//! run of median time (chDB's runs share one child process, as Tessera's share its
+//! process): elapsed seconds, CPU% (process CPU time / wall time), the peak RSS
 //! sampled every 10 ms while it runs (MB), rows/s and MB/s (bytes of the serialized file
 //! per second). chDB runs in a child process per case (`benches/formats_chdb.py`, which
 //! measures the same way from inside). Compression `lz4`: Tessera writes ClickHouse
@@ -39,6 +41,8 @@ pub(crate) struct FormatsArgs {
     pub(crate) dir: PathBuf,
     pub(crate) json: Option<PathBuf>,
     pub(crate) threads: Option<usize>,
+    /// Runs of each case and operation per engine; the median is reported.
+    pub(crate) runs: usize,
 }
 
 #[derive(Serialize, Debug)]
@@ -125,6 +129,14 @@ fn rss_bytes() -> u64 {
         .map_or(0, |pages| pages * 4096)
 }
 
+/// Of `runs` runs of `f` (each answering as [`measure`] does), the one of median time.
+fn median_of<T>(runs: usize, mut f: impl FnMut() -> Result<(T, f64, f64, u64)>) -> Result<(T, f64, f64, u64)> {
+    let mut all = (0..runs.max(1)).map(|_| f()).collect::<Result<Vec<_>>>()?;
+    all.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let mid = all.len() / 2;
+    Ok(all.swap_remove(mid))
+}
+
 /// Runs `f`, measuring wall time, process CPU time and the peak RSS (sampled every 10 ms).
 fn measure<T>(f: impl FnOnce() -> Result<T>) -> Result<(T, f64, f64, u64)> {
     let stop = Arc::new(AtomicBool::new(false));
@@ -186,10 +198,12 @@ fn chdb_script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../benches/formats_chdb.py")
 }
 
-fn chdb(op: &str, sql: &str, format: Format, comp: &str, path: &Path, structure: &str, dir: &Path) -> Result<ChdbResult> {
+/// chDB's median of `runs` runs of `op` on the case, all in one child process.
+#[allow(clippy::too_many_arguments)]
+fn chdb(op: &str, sql: &str, format: Format, comp: &str, path: &Path, structure: &str, dir: &Path, runs: usize) -> Result<ChdbResult> {
     let spec = serde_json::json!({
         "op": op, "sql": sql, "format": format.name(), "compression": comp,
-        "path": path, "structure": structure, "dir": dir,
+        "path": path, "structure": structure, "dir": dir, "runs": runs,
     });
     let out = std::process::Command::new("python3")
         .arg(chdb_script())
@@ -229,27 +243,35 @@ pub(crate) fn run(args: FormatsArgs) -> Result<()> {
             for (cname, comp) in &comps {
                 let file = args.dir.join(format!("tessera.{case}.{}.{cname}", format.name()));
                 let opts = WriteOptions { compression: *comp };
-                let (stats, s, c, p) = measure(|| {
-                    let f = std::fs::File::create(&file).map_err(|e| Error::Io { path: file.clone(), source: e })?;
-                    db.write_query(&sql, format, &opts, std::io::BufWriter::with_capacity(tessera_engine::SINK_BUFFER_BYTES, f))
+                let (stats, s, c, p) = median_of(args.runs, || {
+                    measure(|| {
+                        let f = std::fs::File::create(&file).map_err(|e| Error::Io { path: file.clone(), source: e })?;
+                        db.write_query(&sql, format, &opts, std::io::BufWriter::with_capacity(tessera_engine::SINK_BUFFER_BYTES, f))
+                    })
                 })?;
                 let bytes = stats.bytes;
                 let m = row("tessera", "read", case, format, cname, stats.rows, (s, c, p), bytes);
                 print_row(&m);
                 results.push(m);
                 let input = || std::fs::File::open(&file).map(Input::File).map_err(|e| Error::Io { path: file.clone(), source: e });
-                let (n, s, c, p) = measure(|| db.register_format("w", format, input()?, *comp, Some(schema.clone())))?;
-                db.register_batches("w", schema.clone(), &[])?;
+                let (n, s, c, p) = median_of(args.runs, || {
+                    let r = measure(|| db.register_format("w", format, input()?, *comp, Some(schema.clone())));
+                    db.register_batches("w", schema.clone(), &[])?;
+                    r
+                })?;
                 let m = row("tessera", "write memory", case, format, cname, n, (s, c, p), bytes);
                 print_row(&m);
                 results.push(m);
                 let ddir = args.dir.join("tessera-db");
-                let _ = std::fs::remove_dir_all(&ddir);
-                let disk = Database::open(&ddir)?;
-                disk.create_table("w", schema.clone(), TableOptions::default())?;
-                let (n, s, c, p) = measure(|| disk.insert_format("w", format, input()?, *comp))?;
-                drop(disk);
-                let _ = std::fs::remove_dir_all(&ddir);
+                let (n, s, c, p) = median_of(args.runs, || {
+                    let _ = std::fs::remove_dir_all(&ddir);
+                    let disk = Database::open(&ddir)?;
+                    disk.create_table("w", schema.clone(), TableOptions::default())?;
+                    let r = measure(|| disk.insert_format("w", format, input()?, *comp));
+                    drop(disk);
+                    let _ = std::fs::remove_dir_all(&ddir);
+                    r
+                })?;
                 let m = row("tessera", "write disk", case, format, cname, n, (s, c, p), bytes);
                 print_row(&m);
                 results.push(m);
@@ -257,7 +279,7 @@ pub(crate) fn run(args: FormatsArgs) -> Result<()> {
                 if chdb_v.is_some() {
                     let cfile = args.dir.join(format!("chdb.{case}.{}.{cname}.data", format.name()));
                     for op in ["read", "write memory", "write disk"] {
-                        let r = chdb(op, &sql, format, cname, &cfile, &structure, &args.dir.join("chdb-session"))?;
+                        let r = chdb(op, &sql, format, cname, &cfile, &structure, &args.dir.join("chdb-session"), args.runs)?;
                         let m = row("chdb", op, case, format, cname, rows, (r.seconds, r.cpu_seconds, r.peak_rss_bytes), r.bytes);
                         print_row(&m);
                         results.push(m);

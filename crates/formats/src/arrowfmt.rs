@@ -25,7 +25,7 @@ pub(crate) const PARQUET_ROW_GROUP_ROWS: usize = 1 << 20;
 enum Inner<'a> {
     File(FileWriter<Box<dyn Write + Send + 'a>>),
     Stream(StreamWriter<Box<dyn Write + Send + 'a>>),
-    Parquet(ArrowWriter<Box<dyn Write + Send + 'a>>),
+    Parquet(Box<ParquetOut<'a>>),
 }
 
 struct ArrowBatchWriter<'a>(Inner<'a>);
@@ -76,7 +76,9 @@ pub(crate) fn writer<'a>(
                 ),
             };
             let props = WriterProperties::builder().set_compression(c).set_max_row_group_row_count(Some(PARQUET_ROW_GROUP_ROWS)).build();
-            Inner::Parquet(ArrowWriter::try_new(out, schema.clone(), Some(props)).map_err(pq_err)?)
+            let (file, factory) =
+                ArrowWriter::try_new(out, schema.clone(), Some(props)).and_then(ArrowWriter::into_serialized_writer).map_err(pq_err)?;
+            Inner::Parquet(Box::new(ParquetOut { file, factory, schema: schema.clone(), groups: Vec::new(), written: 0 }))
         }
         other => return Err(Error::internal(format!("{other} is not an arrow-rs format"))),
     };
@@ -88,7 +90,7 @@ impl BatchWriter for ArrowBatchWriter<'_> {
         match &mut self.0 {
             Inner::File(w) => w.write(batch).map_err(ipc_err),
             Inner::Stream(w) => w.write(batch).map_err(ipc_err),
-            Inner::Parquet(w) => w.write(batch).map_err(pq_err),
+            Inner::Parquet(w) => w.write(batch),
         }
     }
 
@@ -102,11 +104,101 @@ impl BatchWriter for ArrowBatchWriter<'_> {
                 w.finish().map_err(ipc_err)?;
                 w.into_inner().map_err(ipc_err)?.flush().map_err(out_err)
             }
-            Inner::Parquet(w) => {
-                let mut out = w.into_inner().map_err(pq_err)?;
+            Inner::Parquet(mut w) => {
+                w.encode(true)?;
+                let mut out = w.file.into_inner().map_err(pq_err)?;
                 out.flush().map_err(out_err)
             }
         }
+    }
+}
+
+/// Parquet output with its row groups encoded in parallel: arrow-rs's `ArrowWriter`
+/// encodes a row group's columns one after another on the calling thread; here the batches
+/// of up to one row group per thread of the current rayon pool are held, each row group is
+/// encoded by its own column writers on a thread of the pool (arrow-rs's
+/// `ArrowRowGroupWriterFactory`, as its docs show for columns), and the encoded column
+/// chunks are appended in order: the same bytes as `ArrowWriter` with the same properties.
+struct ParquetOut<'a> {
+    file: parquet::file::writer::SerializedFileWriter<Box<dyn Write + Send + 'a>>,
+    factory: parquet::arrow::arrow_writer::ArrowRowGroupWriterFactory,
+    schema: SchemaRef,
+    /// The batches of the row groups not written yet (each at most
+    /// [`PARQUET_ROW_GROUP_ROWS`] rows; only the last may be short).
+    groups: Vec<Vec<RecordBatch>>,
+    /// Row groups written.
+    written: usize,
+}
+
+/// Bytes of batches held for parallel encoding past which the full row groups are
+/// encoded even if fewer than the threads (wide rows).
+const PARQUET_HELD_BYTES: usize = 256 << 20;
+
+impl ParquetOut<'_> {
+    fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        let mut rest = batch.clone();
+        while rest.num_rows() > 0 {
+            let room = match self.groups.last() {
+                Some(g) => PARQUET_ROW_GROUP_ROWS - g.iter().map(RecordBatch::num_rows).sum::<usize>(),
+                None => 0,
+            };
+            if room == 0 {
+                self.groups.push(Vec::new());
+                continue;
+            }
+            let take = room.min(rest.num_rows());
+            self.groups.last_mut().expect("a group").push(rest.slice(0, take));
+            rest = rest.slice(take, rest.num_rows() - take);
+        }
+        let full = self.groups.len() - usize::from(self.groups.last().is_some_and(|g| {
+            g.iter().map(RecordBatch::num_rows).sum::<usize>() < PARQUET_ROW_GROUP_ROWS
+        }));
+        let held: usize = self.groups.iter().flatten().map(RecordBatch::get_array_memory_size).sum();
+        if full >= rayon::current_num_threads().max(1) || (full > 0 && held >= PARQUET_HELD_BYTES) {
+            self.encode(false)?;
+        }
+        Ok(())
+    }
+
+    /// Encodes and writes the full row groups held, and (`last`) the short one too.
+    fn encode(&mut self, last: bool) -> Result<()> {
+        use rayon::prelude::*;
+        let keep = match self.groups.last() {
+            Some(g) if !last && g.iter().map(RecordBatch::num_rows).sum::<usize>() < PARQUET_ROW_GROUP_ROWS => {
+                self.groups.pop()
+            }
+            _ => None,
+        };
+        let groups = std::mem::take(&mut self.groups);
+        let (factory, schema, first) = (&self.factory, &self.schema, self.written);
+        let encode = |(i, batches): (usize, &Vec<RecordBatch>)| -> parquet::errors::Result<Vec<_>> {
+            let mut writers = factory.create_column_writers(first + i)?;
+            for b in batches {
+                let mut w = writers.iter_mut();
+                for (field, col) in schema.fields().iter().zip(b.columns()) {
+                    for leaf in parquet::arrow::arrow_writer::compute_leaves(field, col)? {
+                        w.next().expect("a writer per leaf").write(&leaf)?;
+                    }
+                }
+            }
+            writers.into_iter().map(|w| w.close()).collect()
+        };
+        let chunks: Vec<_> = if groups.len() > 1 {
+            groups.par_iter().enumerate().map(encode).collect::<parquet::errors::Result<_>>()
+        } else {
+            groups.iter().enumerate().map(encode).collect::<parquet::errors::Result<_>>()
+        }
+        .map_err(pq_err)?;
+        for group in chunks {
+            let mut rg = self.file.next_row_group().map_err(pq_err)?;
+            for chunk in group {
+                chunk.append_to_row_group(&mut rg).map_err(pq_err)?;
+            }
+            rg.close().map_err(pq_err)?;
+            self.written += 1;
+        }
+        self.groups.extend(keep);
+        Ok(())
     }
 }
 
@@ -237,28 +329,130 @@ fn open<'a>(format: Format, input: Input<'a>, opts: &ReadOptions) -> Result<Box<
             }
         }
         Format::Parquet => {
-            let source = opts.source.clone();
-            let pbad = move |e: parquet::errors::ParquetError| corrupt(&source, format!("Parquet: {e}"));
-            fn open_pq<T: parquet::file::reader::ChunkReader + 'static>(
-                src: T,
-                pbad: &dyn Fn(parquet::errors::ParquetError) -> Error,
-            ) -> Result<(parquet::arrow::arrow_reader::ParquetRecordBatchReader, SchemaRef)> {
-                let b = ParquetRecordBatchReaderBuilder::try_new(src).map_err(pbad)?;
-                let schema = b.schema().clone();
-                Ok((b.with_batch_size(READ_BATCH_ROWS).build().map_err(pbad)?, schema))
-            }
             let io = |e: std::io::Error| Error::Io { path: opts.source.clone(), source: e };
-            let (reader, schema) = match input {
-                Input::File(f) => open_pq(f, &pbad)?,
+            let (batches, schema) = match input {
+                Input::File(f) => {
+                    parquet_batches(tessera_io::FileRange::whole(std::sync::Arc::new(f)).map_err(io)?, bad, &opts.source)?
+                }
                 Input::Stream(mut s) => {
                     let mut all = Vec::new();
                     s.read_to_end(&mut all).map_err(io)?;
-                    open_pq(bytes::Bytes::from(all), &pbad)?
+                    parquet_batches(bytes::Bytes::from(all), bad, &opts.source)?
                 }
             };
-            let b = bad.clone();
-            fit(Box::new(reader.map(move |x| x.map_err(&b))), schema)
+            fit(batches, schema)
         }
         other => Err(Error::internal(format!("{other} is not an arrow-rs format"))),
+    }
+}
+
+/// Batches from a reader, in order.
+type Batches<'a> = Box<dyn Iterator<Item = Result<RecordBatch>> + Send + 'a>;
+
+/// Row groups decoded at once in parallel only while each holds at most this many bytes
+/// (uncompressed, from the footer): a group of them is held decoded until returned.
+const PARALLEL_ROW_GROUP_BYTES: i64 = 64 << 20;
+
+/// The batches of Parquet `src` and its schema: row groups decoded in parallel
+/// ([`RowGroups`]) when the current rayon pool has several threads and the file several
+/// row groups of at most [`PARALLEL_ROW_GROUP_BYTES`], else arrow-rs's reader streaming one
+/// batch at a time. `bad` maps the decoder's errors.
+fn parquet_batches<'a, T: parquet::file::reader::ChunkReader + Clone + 'static>(
+    src: T,
+    bad: impl Fn(arrow::error::ArrowError) -> Error + Clone + Send + Sync + 'a,
+    source: &std::path::Path,
+) -> Result<(Batches<'a>, SchemaRef)> {
+    use parquet::arrow::arrow_reader::ArrowReaderMetadata;
+    let pbad = |e: parquet::errors::ParquetError| corrupt(source, format!("Parquet: {e}"));
+    let meta = ArrowReaderMetadata::load(&src, Default::default()).map_err(pbad)?;
+    let schema = meta.schema().clone();
+    let groups = meta.metadata().row_groups();
+    if rayon::current_num_threads() > 1
+        && groups.len() > 1
+        && groups.iter().all(|g| g.total_byte_size() <= PARALLEL_ROW_GROUP_BYTES)
+    {
+        let rg = RowGroups { src, meta, next: 0, ready: Default::default(), bad, source: source.to_path_buf() };
+        return Ok((Box::new(rg), schema));
+    }
+    let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(src, meta)
+        .with_batch_size(READ_BATCH_ROWS)
+        .build()
+        .map_err(pbad)?;
+    Ok((Box::new(reader.map(move |x| x.map_err(&bad))), schema))
+}
+
+/// A Parquet file's batches, its row groups decoded a group of them at a time (one per
+/// thread of the current rayon pool) in parallel, each by its own arrow-rs reader over the
+/// shared source (positioned reads), and returned in file order; the first error ends them.
+struct RowGroups<T, B> {
+    src: T,
+    meta: parquet::arrow::arrow_reader::ArrowReaderMetadata,
+    /// The next row group to decode.
+    next: usize,
+    ready: std::collections::VecDeque<Result<RecordBatch>>,
+    bad: B,
+    source: std::path::PathBuf,
+}
+
+impl<T, B> RowGroups<T, B>
+where
+    T: parquet::file::reader::ChunkReader + Clone + 'static,
+    B: Fn(arrow::error::ArrowError) -> Error + Sync,
+{
+    /// The batches of row group `rg`; an error is the last.
+    fn decode(&self, rg: usize) -> Vec<Result<RecordBatch>> {
+        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(self.src.clone(), self.meta.clone())
+            .with_batch_size(READ_BATCH_ROWS)
+            .with_row_groups(vec![rg])
+            .build();
+        match reader {
+            Ok(r) => {
+                let mut out = Vec::new();
+                for b in r {
+                    let failed = b.is_err();
+                    out.push(b.map_err(&self.bad));
+                    if failed {
+                        break;
+                    }
+                }
+                out
+            }
+            Err(e) => vec![Err(corrupt(&self.source, format!("Parquet row group {rg}: {e}")))],
+        }
+    }
+}
+
+impl<T, B> Iterator for RowGroups<T, B>
+where
+    T: parquet::file::reader::ChunkReader + Clone + 'static,
+    B: Fn(arrow::error::ArrowError) -> Error + Sync,
+{
+    type Item = Result<RecordBatch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        use rayon::prelude::*;
+        loop {
+            if let Some(b) = self.ready.pop_front() {
+                if b.is_err() {
+                    self.ready.clear();
+                    self.next = usize::MAX;
+                }
+                return Some(b);
+            }
+            let total = self.meta.metadata().num_row_groups();
+            if self.next >= total {
+                return None;
+            }
+            let end = (self.next + rayon::current_num_threads().max(1)).min(total);
+            let decoded: Vec<Vec<Result<RecordBatch>>> = (self.next..end).into_par_iter().map(|rg| self.decode(rg)).collect();
+            self.next = end;
+            for batches in decoded {
+                let failed = batches.last().is_some_and(|b| b.is_err());
+                self.ready.extend(batches);
+                if failed {
+                    break;
+                }
+            }
+        }
     }
 }

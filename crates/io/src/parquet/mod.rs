@@ -460,7 +460,7 @@ impl ParquetSource {
     }
 
     /// Decodes chunks `ks` (ascending) of row group `g` for table column `c`, one array
-    /// per chunk, reading the column chunk through [`ColumnChunkFile`] (positioned reads
+    /// per chunk, reading the column chunk through [`FileRange`] (positioned reads
     /// of the pages the row selection needs).
     fn read_chunks(&self, g: usize, ks: &[usize], c: usize) -> Result<Vec<ArrayRef>> {
         let path = &self.path;
@@ -483,7 +483,7 @@ impl ParquetSource {
         if total > pos {
             selectors.push(RowSelector::skip(total - pos));
         }
-        let reader = ColumnChunkFile {
+        let reader = FileRange {
             file: Arc::clone(&self.file),
             file_len: self.file_len,
             start,
@@ -852,18 +852,31 @@ fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()
     }
 }
 
-/// One column chunk of the file, read on demand with positioned reads (`pread`), so
-/// tasks share the file handle: the parquet decoder fetches only the pages a row
-/// selection needs. A read outside the column chunk (corrupt page sizes) fails.
-struct ColumnChunkFile {
+/// A byte range of a Parquet file (one column chunk, or the whole file) as the parquet
+/// decoder's [`ChunkReader`], read on demand with positioned reads (`pread`): threads
+/// share the file handle without a shared cursor (the parquet crate's `ChunkReader` for
+/// `File` seeks a cloned handle, whose cursor its clones share, so concurrent readers of
+/// one `File` would race), and the decoder fetches only the pages a row selection needs.
+/// A read outside the range (corrupt page sizes) fails.
+#[derive(Clone)]
+pub struct FileRange {
     file: Arc<File>,
     file_len: u64,
-    /// Byte range of the column chunk.
+    /// The byte range.
     start: u64,
     end: u64,
 }
 
-impl ColumnChunkFile {
+impl FileRange {
+    /// All of `file`.
+    ///
+    /// # Errors
+    /// The error of reading the file's length.
+    pub fn whole(file: Arc<File>) -> std::io::Result<Self> {
+        let file_len = file.metadata()?.len();
+        Ok(FileRange { file, file_len, start: 0, end: file_len })
+    }
+
     fn check(&self, start: u64, len: u64) -> parquet::errors::Result<()> {
         if start < self.start || start.checked_add(len).is_none_or(|e| e > self.end) {
             return Err(ParquetError::EOF(format!(
@@ -874,14 +887,14 @@ impl ColumnChunkFile {
     }
 }
 
-impl Length for ColumnChunkFile {
+impl Length for FileRange {
     fn len(&self) -> u64 {
         self.file_len
     }
 }
 
-/// Sequential reads from a file position up to the end of a column chunk.
-struct PreadReader {
+/// Sequential reads from a file position up to the end of a [`FileRange`].
+pub struct PreadReader {
     file: Arc<File>,
     pos: u64,
     end: u64,
@@ -900,7 +913,7 @@ impl std::io::Read for PreadReader {
     }
 }
 
-impl ChunkReader for ColumnChunkFile {
+impl ChunkReader for FileRange {
     // Page headers are read through this; 8 KiB holds a header and the start of its page.
     type T = std::io::BufReader<PreadReader>;
 
