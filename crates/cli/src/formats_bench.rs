@@ -244,6 +244,9 @@ pub(crate) fn run(args: FormatsArgs) -> Result<()> {
                 let file = args.dir.join(format!("tessera.{case}.{}.{cname}", format.name()));
                 let opts = WriteOptions { compression: *comp };
                 let (stats, s, c, p) = median_of(args.runs, || {
+                    // The last run's file is removed untimed, as the chDB side does:
+                    // truncating it inside the timing waits for its page cache to go.
+                    let _ = std::fs::remove_file(&file);
                     measure(|| {
                         let f = std::fs::File::create(&file).map_err(|e| Error::Io { path: file.clone(), source: e })?;
                         db.write_query(&sql, format, &opts, std::io::BufWriter::with_capacity(tessera_engine::SINK_BUFFER_BYTES, f))

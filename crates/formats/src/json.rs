@@ -21,6 +21,7 @@ use arrow::datatypes::SchemaRef;
 use tessera_common::{Error, Result};
 
 use crate::builder::{ColumnBuilder, show, write_date, write_datetime};
+use crate::parallel::{Framing, ParallelChunks, Position, Walk};
 use crate::text::{TextCol, write_f32, write_f64, write_i64, write_u64};
 use crate::{BatchReader, BatchWriter, READ_BATCH_ROWS, ReadOptions, corrupt, out_err};
 
@@ -195,6 +196,18 @@ impl<R: BufRead> Cursor<R> {
         self.pos += 1;
     }
 
+    /// Whether the buffered bytes from the cursor on are `key` and a closing quote (then
+    /// consumed): a key written without escapes.
+    #[inline]
+    fn eat_key(&mut self, key: &[u8]) -> bool {
+        let rest = &self.buf[self.pos..];
+        if rest.len() > key.len() && rest[key.len()] == b'"' && &rest[..key.len()] == key {
+            self.pos += key.len() + 1;
+            return true;
+        }
+        false
+    }
+
     /// The buffered bytes from the cursor on, up to the first `"` or `\\` (what a string
     /// can copy at once), consumed.
     #[inline]
@@ -230,6 +243,9 @@ pub struct JsonReader<R: BufRead> {
     val: Vec<u8>,
     /// The column the next key most likely names (the one after the last key's).
     next_col: usize,
+    /// Per column: its name has no `"` or `\\`, so it is written without escapes and can
+    /// be matched in the input as it is.
+    plain_names: Vec<bool>,
 }
 
 /// A JSON value's kind, as far as a column needs it.
@@ -251,7 +267,7 @@ impl<R: BufRead> JsonReader<R> {
     }
 
     /// A reader of input that starts after `rows` rows and `offset` bytes (a chunk of a
-    /// [`JsonChunks`]): errors name the row and byte in the whole input.
+    /// [`JsonFraming`]): errors name the row and byte in the whole input.
     fn new_at(src: R, opts: &ReadOptions, rows: u64, offset: u64) -> Result<Self> {
         let schema = opts.schema.clone().expect("checked by reader()");
         let mut keys = HashMap::new();
@@ -261,6 +277,7 @@ impl<R: BufRead> JsonReader<R> {
         for (i, f) in schema.fields().iter().enumerate() {
             keys.entry(f.name().to_ascii_lowercase().into_bytes()).or_insert(i);
         }
+        let plain_names = schema.fields().iter().map(|f| !f.name().bytes().any(|c| c == b'"' || c == b'\\')).collect();
         Ok(JsonReader {
             cur: Cursor { src, buf: Vec::new(), pos: 0, offset, eof: false },
             opts: opts.clone(),
@@ -272,6 +289,7 @@ impl<R: BufRead> JsonReader<R> {
             key: Vec::new(),
             val: Vec::new(),
             next_col: 0,
+            plain_names,
         })
     }
 
@@ -383,6 +401,13 @@ impl<R: BufRead> JsonReader<R> {
             return Err(self.bad("nested objects and arrays are not supported (Tessera stores no nested types)"));
         }
         self.val.clear();
+        // A number (or literal) that ends inside the buffered bytes, at once.
+        let rest = &self.cur.buf[self.cur.pos..];
+        let n = rest.iter().take_while(|&&c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'+' | b'.')).count();
+        if n < rest.len() {
+            self.val.extend_from_slice(&rest[..n]);
+            self.cur.pos += n;
+        }
         while let Some(c) = self.cur.peek().map_err(|e| self.io(e))? {
             if c.is_ascii_alphanumeric() || matches!(c, b'-' | b'+' | b'.') {
                 self.val.push(c);
@@ -449,11 +474,17 @@ impl<R: BufRead> JsonReader<R> {
             }
             first = false;
             self.expect(b'"')?;
-            self.string_into(true)?;
-            self.expect(b':')?;
-            // Rows usually list the columns in order: the one after the last key first.
+            // Rows usually list the columns in order: the one after the last key first,
+            // matched in place when its name needs no escapes.
             let next = self.next_col;
+            let in_place = self.plain_names.get(next).copied().unwrap_or(false)
+                && self.cur.eat_key(self.schema.field(next).name().as_bytes());
+            if !in_place {
+                self.string_into(true)?;
+            }
+            self.expect(b':')?;
             let col = match self.schema.fields().get(next) {
+                _ if in_place => next,
                 Some(f) if f.name().as_bytes() == self.key.as_slice() => next,
                 _ => self
                     .keys
@@ -464,8 +495,7 @@ impl<R: BufRead> JsonReader<R> {
             };
             self.next_col = col + 1;
             let kind = self.value()?;
-            let name = self.schema.field(col).name().clone();
-            let label = |m: String| format!("column {} ({name}): {m}", col + 1);
+            let label = |m: String| format!("column {} ({}): {m}", col + 1, self.schema.field(col).name());
             let b = &mut builders[col];
             let res = match kind {
                 Val::Null => b.push_null(),
@@ -584,103 +614,28 @@ fn rows_end(bytes: &[u8]) -> Option<(usize, u64)> {
     last
 }
 
-/// Reads JSONEachRow in parallel (ClickHouse's `input_format_parallel_parsing`): the input
-/// is cut into chunks of whole rows (1-4 MiB, about a batch of rows each) after the last
-/// line break outside every object and string ([`rows_end`]), one chunk per thread of the
-/// current rayon pool is parsed at a time by a [`JsonReader`] each, and the batches come
-/// out in input order; the first error ends the input after the whole batches before it,
-/// naming its row and byte in the whole input. Input that is one `[ .. ]` array is read by
-/// one [`JsonReader`] (see [`reader`]).
-pub struct JsonChunks<R: BufRead> {
-    src: R,
+/// JSONEachRow input cut into chunks of whole rows ([`crate::parallel`], ClickHouse's
+/// `input_format_parallel_parsing`): after the last line break outside every object and
+/// string ([`rows_end`]); each chunk is parsed by a [`JsonReader`] told the rows and bytes
+/// before it, so an error names its row and byte in the whole input. Input that is one
+/// `[ .. ]` array is read by one [`JsonReader`] (see [`reader`]).
+struct JsonFraming {
     opts: ReadOptions,
-    schema: SchemaRef,
-    /// Input read and not yet parsed; starts between rows.
-    buf: Vec<u8>,
-    /// Bytes and rows before `buf`.
-    offset: u64,
-    rows: u64,
-    chunk_bytes: usize,
-    ready: std::collections::VecDeque<Result<RecordBatch>>,
-    eof: bool,
-    done: bool,
 }
 
-impl<R: BufRead> JsonChunks<R> {
-    /// Reads until `buf` holds at least `want` bytes with a row boundary in them, or the
-    /// input ends: where the whole rows end and how many there are (`None` rows: not known
-    /// before parsing, at the end of input).
-    fn read_rows(&mut self, want: usize) -> Result<(usize, Option<u64>)> {
-        let end = crate::text::read_chunk(&mut self.src, &mut self.buf, &mut self.eof, want, &self.opts.source, rows_end)?;
-        Ok(end.map_or((self.buf.len(), None), |(end, rows)| (end, Some(rows))))
+impl Framing for JsonFraming {
+    fn unit(&self, buf: &[u8]) -> std::result::Result<(usize, u64), Walk> {
+        // All the whole rows at once; damage is left to the parser of the rest.
+        rows_end(buf).ok_or(Walk::Short)
     }
 
-    /// Parses the next chunks, one per thread of the rayon pool, into `ready`; `false` at
-    /// the end of input.
-    fn fill_chunks(&mut self) -> Result<bool> {
-        // (bytes, rows and bytes before them)
-        let mut chunks: Vec<(Vec<u8>, u64, u64)> = Vec::new();
-        while chunks.len() < rayon::current_num_threads().max(1) {
-            let (end, rows) = self.read_rows(self.chunk_bytes)?;
-            if end == 0 {
-                break;
-            }
-            let rest = self.buf.split_off(end);
-            let chunk = std::mem::replace(&mut self.buf, rest);
-            chunks.push((chunk, self.rows, self.offset));
-            self.offset += end as u64;
-            match rows {
-                Some(rows) => {
-                    self.chunk_bytes = crate::text::next_chunk_bytes(end, rows);
-                    self.rows += rows;
-                }
-                // The last chunk: its rows are not needed after it.
-                None => break,
-            }
-        }
-        let opts = &self.opts;
-        // A chunk's batches; its reader stops after an error, which is then the last.
-        let parse = |(bytes, rows, offset): &(Vec<u8>, u64, u64)| -> Vec<Result<RecordBatch>> {
-            JsonReader::new_at(bytes.as_slice(), opts, *rows, *offset).map_or_else(|e| vec![Err(e)], Iterator::collect)
-        };
-        let parsed = crate::text::parse_chunks(&chunks, parse);
-        for batches in parsed {
-            let failed = batches.last().is_some_and(|b| b.is_err());
-            self.ready.extend(batches);
-            if failed {
-                break;
-            }
-        }
-        Ok(!chunks.is_empty())
-    }
-}
-
-impl<R: BufRead> crate::text::ChunkedReader for JsonChunks<R> {
-    fn ready(&mut self) -> (&mut std::collections::VecDeque<Result<RecordBatch>>, &mut bool) {
-        (&mut self.ready, &mut self.done)
-    }
-
-    fn fill(&mut self) -> Result<bool> {
-        self.fill_chunks()
-    }
-}
-
-impl<R: BufRead> Iterator for JsonChunks<R> {
-    type Item = Result<RecordBatch>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        crate::text::next_batch(self)
-    }
-}
-
-impl<R: BufRead + Send> BatchReader for JsonChunks<R> {
-    fn schema(&self) -> SchemaRef {
-        self.schema.clone()
+    fn parse(&self, bytes: &[u8], at: Position) -> Vec<Result<RecordBatch>> {
+        JsonReader::new_at(bytes, &self.opts, at.rows, at.bytes).map_or_else(|e| vec![Err(e)], Iterator::collect)
     }
 }
 
 /// A JSONEachRow reader of `src` into `opts.schema`: rows one object after another are
-/// parsed in parallel ([`JsonChunks`]); input that opens with `[` (the rows as one JSON
+/// parsed in parallel ([`JsonFraming`]); input that opens with `[` (the rows as one JSON
 /// array) by one [`JsonReader`].
 ///
 /// # Errors
@@ -706,16 +661,6 @@ pub(crate) fn reader<'a, R: BufRead + Send + 'a>(mut src: R, opts: &ReadOptions)
     if array {
         return Ok(Box::new(JsonReader::new(src, opts)?));
     }
-    Ok(Box::new(JsonChunks {
-        src,
-        opts: opts.clone(),
-        schema,
-        buf: Vec::new(),
-        offset: 0,
-        rows: 0,
-        chunk_bytes: crate::text::MIN_CHUNK_BYTES,
-        ready: Default::default(),
-        eof: false,
-        done: false,
-    }))
+    let framing = JsonFraming { opts: opts.clone() };
+    Ok(Box::new(ParallelChunks::new(src, framing, schema, opts.source.clone(), Position::default(), None)))
 }

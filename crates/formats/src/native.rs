@@ -664,7 +664,7 @@ pub(crate) fn reader<'a, R: BufRead + Send + 'a>(src: R, opts: &ReadOptions) -> 
     let NativeReader { src, opts, schema, pending, blocks, rows, .. } = head;
     let source = opts.source.clone();
     let framing = NativeFraming { opts, schema: schema.clone() };
-    Ok(Box::new(ParallelChunks::new(src, framing, schema, source, Position { units: blocks, rows }, pending)))
+    Ok(Box::new(ParallelChunks::new(src, framing, schema, source, Position { units: blocks, rows, bytes: 0 }, pending)))
 }
 
 impl<R: BufRead> Iterator for NativeReader<R> {

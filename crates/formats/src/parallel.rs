@@ -1,7 +1,7 @@
-//! Parallel parsing of the binary formats (Native, RowBinary), as ClickHouse's
-//! `input_format_parallel_parsing` does for its text formats: the input is cut into chunks
-//! of whole units (Native blocks, RowBinary rows; 1-4 MiB, about four batches of rows each)
-//! by walking their length prefixes, and the chunks are parsed by the format's own
+//! Parallel parsing of Native, RowBinary and JSONEachRow, as ClickHouse's
+//! `input_format_parallel_parsing` does: the input is cut into chunks of whole units
+//! (Native blocks, RowBinary and JSON rows; 1-4 MiB, about four batches of rows each)
+//! by walking their length prefixes (JSON: its line breaks outside objects and strings), and the chunks are parsed by the format's own
 //! sequential reader over each chunk's bytes on the threads of the current rayon pool, two
 //! per thread at a time, while the next group of chunks is cut (`rayon::join`); the
 //! batches come out in input order. The first error ends the input after the batches
@@ -27,11 +27,12 @@ use tessera_common::Result;
 use crate::BatchReader;
 use crate::text::{ChunkedReader, next_chunk_bytes, parse_chunks, read_chunk};
 
-/// Units (blocks or rows) and rows of the input before a chunk.
+/// Units (blocks or rows), rows and bytes of the input before a chunk.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Position {
     pub units: u64,
     pub rows: u64,
+    pub bytes: u64,
 }
 
 /// Where a walk over whole units stopped.
@@ -131,6 +132,7 @@ impl<R: BufRead> Cutter<R> {
                     self.chunk_bytes = next_chunk_bytes(end, n.rows / 4);
                     self.at.units += n.units;
                     self.at.rows += n.rows;
+                    self.at.bytes += end as u64;
                 }
                 // The last chunk (the rest of the input).
                 None => break,

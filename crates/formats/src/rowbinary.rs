@@ -471,7 +471,7 @@ pub(crate) fn reader<'a, R: BufRead + Send + 'a>(
     let row_bytes = cols.iter().map(|c| if c.nullable { None } else { c.wire.width() }).sum::<Option<usize>>();
     let source = opts.source.clone();
     let framing = RowBinaryFraming { opts, cols, input_schema, schema: schema.clone(), row_bytes };
-    Ok(Box::new(ParallelChunks::new(src, framing, schema, source, Position { units: rows, rows }, pending)))
+    Ok(Box::new(ParallelChunks::new(src, framing, schema, source, Position { units: rows, rows, bytes: 0 }, pending)))
 }
 
 /// Where the values of the row at the start of `buf` lie (`spans[c]`: column `c`'s value

@@ -625,8 +625,7 @@ struct Chunk {
 /// Reads `src` into `buf` until `buf` holds at least `want` bytes and `cut(buf)` finds where
 /// its whole rows end (what `cut` returns), reading twice as much while a row is longer;
 /// `None` at the end of input (`eof` set: all of `buf` is rows). Shared by the readers that
-/// parse chunks of rows in parallel ([`TextReader`], [`crate::json::JsonChunks`],
-/// [`crate::parallel::ParallelChunks`]).
+/// parse chunks of rows in parallel ([`TextReader`], [`crate::parallel::ParallelChunks`]).
 pub(crate) fn read_chunk<T>(
     src: &mut impl BufRead,
     buf: &mut Vec<u8>,
