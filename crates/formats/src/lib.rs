@@ -374,7 +374,8 @@ const PARALLEL_BATCHES: usize = 16;
 /// [`write_batches`] for a format whose batches serialize independently: the header (what
 /// `format`'s writer writes before any row), then each batch serialized in `body` (the
 /// format without header) into its own buffer, groups of batches in parallel, written to
-/// `out` (through the compressor, if any) in order. Returns the rows written.
+/// `out` (through the compressor, if any) in order while the next group is encoded.
+/// Returns the rows written.
 fn write_parallel<'a>(
     format: Format,
     body: Format,
@@ -394,13 +395,15 @@ fn write_parallel<'a>(
         w.finish()
     };
     let mut out = compressed(out, opts.compression);
-    // One buffer per batch of a group, reused from group to group (no fresh pages per batch).
+    // One buffer per batch of a group, reused from group to group (no fresh pages per
+    // batch); two sets: one group's output is written while the next group is encoded.
     let mut bufs: Vec<Vec<u8>> = vec![Vec::new(); PARALLEL_BATCHES];
+    let mut written: Vec<Vec<u8>> = vec![Vec::new(); PARALLEL_BATCHES];
     encode(format, None, &mut bufs[0])?;
     out.write_all(&bufs[0]).map_err(out_err)?;
-    let (mut rows, mut group) = (0u64, Vec::with_capacity(PARALLEL_BATCHES));
+    let (mut rows, mut group, mut ready) = (0u64, Vec::with_capacity(PARALLEL_BATCHES), 0);
     let mut batches = batches.into_iter().peekable();
-    while batches.peek().is_some() {
+    while batches.peek().is_some() || ready > 0 {
         group.clear();
         while group.len() < PARALLEL_BATCHES {
             match batches.next() {
@@ -408,13 +411,18 @@ fn write_parallel<'a>(
                 None => break,
             }
         }
-        group
-            .par_iter()
-            .zip(bufs.par_iter_mut())
-            .try_for_each(|(b, v)| if b.num_rows() > 0 { encode(body, Some(b), v) } else { Ok(v.clear()) })?;
-        for v in &bufs[..group.len()] {
-            out.write_all(v).map_err(out_err)?;
-        }
+        std::mem::swap(&mut bufs, &mut written);
+        let write = || written[..ready].iter().try_for_each(|v| out.write_all(v).map_err(out_err));
+        let encode_group = || {
+            group
+                .par_iter()
+                .zip(bufs.par_iter_mut())
+                .try_for_each(|(b, v)| if b.num_rows() > 0 { encode(body, Some(b), v) } else { Ok(v.clear()) })
+        };
+        let (w, e) = rayon::join(write, encode_group);
+        w?;
+        e?;
+        ready = group.len();
         rows += group.iter().map(|b| b.num_rows() as u64).sum::<u64>();
     }
     out.flush().map_err(out_err)?;
