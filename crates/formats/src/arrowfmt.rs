@@ -25,6 +25,7 @@ pub(crate) const PARQUET_ROW_GROUP_ROWS: usize = 1 << 20;
 enum Inner<'a> {
     File(FileWriter<Box<dyn Write + Send + 'a>>),
     Stream(StreamWriter<Box<dyn Write + Send + 'a>>),
+    ParStream(Box<StreamOut<'a>>),
     Parquet(Box<ParquetOut<'a>>),
 }
 
@@ -64,7 +65,13 @@ pub(crate) fn writer<'a>(
             if format == Format::Arrow {
                 Inner::File(FileWriter::try_new_with_options(out, schema, opts).map_err(ipc_err)?)
             } else {
-                Inner::Stream(StreamWriter::try_new_with_options(out, schema, opts).map_err(ipc_err)?)
+                let dictionaries = schema.fields().iter().any(|f| matches!(f.data_type(), arrow::datatypes::DataType::Dictionary(..)));
+                let writer = StreamWriter::try_new_with_options(out, schema, opts.clone()).map_err(ipc_err)?;
+                if rayon::current_num_threads() > 1 && !dictionaries {
+                    Inner::ParStream(Box::new(StreamOut { writer, opts, held: Vec::new() }))
+                } else {
+                    Inner::Stream(writer)
+                }
             }
         }
         Format::Parquet => {
@@ -78,7 +85,15 @@ pub(crate) fn writer<'a>(
             let props = WriterProperties::builder().set_compression(c).set_max_row_group_row_count(Some(PARQUET_ROW_GROUP_ROWS)).build();
             let (file, factory) =
                 ArrowWriter::try_new(out, schema.clone(), Some(props)).and_then(ArrowWriter::into_serialized_writer).map_err(pq_err)?;
-            Inner::Parquet(Box::new(ParquetOut { file, factory, schema: schema.clone(), groups: Vec::new(), written: 0 }))
+            Inner::Parquet(Box::new(ParquetOut {
+                file,
+                factory,
+                schema: schema.clone(),
+                groups: Vec::new(),
+                written: 0,
+                last_rows: 0,
+                held_bytes: 0,
+            }))
         }
         other => return Err(Error::internal(format!("{other} is not an arrow-rs format"))),
     };
@@ -90,6 +105,7 @@ impl BatchWriter for ArrowBatchWriter<'_> {
         match &mut self.0 {
             Inner::File(w) => w.write(batch).map_err(ipc_err),
             Inner::Stream(w) => w.write(batch).map_err(ipc_err),
+            Inner::ParStream(w) => w.write(batch),
             Inner::Parquet(w) => w.write(batch),
         }
     }
@@ -99,6 +115,11 @@ impl BatchWriter for ArrowBatchWriter<'_> {
             Inner::File(mut w) => {
                 w.finish().map_err(ipc_err)?;
                 w.into_inner().map_err(ipc_err)?.flush().map_err(out_err)
+            }
+            Inner::ParStream(mut w) => {
+                w.encode()?;
+                w.writer.finish().map_err(ipc_err)?;
+                w.writer.into_inner().map_err(ipc_err)?.flush().map_err(out_err)
             }
             Inner::Stream(mut w) => {
                 w.finish().map_err(ipc_err)?;
@@ -110,6 +131,57 @@ impl BatchWriter for ArrowBatchWriter<'_> {
                 out.flush().map_err(out_err)
             }
         }
+    }
+}
+
+/// Arrow IPC stream output with its record batch messages encoded in parallel (arrow-ipc
+/// compresses a batch's buffers on the calling thread): batches are held, two per thread
+/// of the current rayon pool, each encoded into its message on a thread of the pool
+/// (arrow-ipc's `IpcDataGenerator` and `write_message`, as `StreamWriter::write` does), and
+/// the messages written in order after the schema message `StreamWriter` wrote; its
+/// `finish` writes the end-of-stream marker. Schemas without dictionaries only (a
+/// dictionary is sent once per stream, which batches encoded apart cannot know).
+struct StreamOut<'a> {
+    writer: StreamWriter<Box<dyn Write + Send + 'a>>,
+    opts: IpcWriteOptions,
+    held: Vec<RecordBatch>,
+}
+
+impl StreamOut<'_> {
+    fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        self.held.push(batch.clone());
+        if self.held.len() >= 2 * rayon::current_num_threads() {
+            self.encode()?;
+        }
+        Ok(())
+    }
+
+    /// Encodes the held batches in parallel and writes their messages in order.
+    fn encode(&mut self) -> Result<()> {
+        use arrow::ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteContext, write_message};
+        use rayon::prelude::*;
+        let opts = &self.opts;
+        let messages: Vec<Vec<u8>> = self
+            .held
+            .par_iter()
+            .map(|b| -> std::result::Result<Vec<u8>, arrow::error::ArrowError> {
+                let mut tracker = DictionaryTracker::new(false);
+                let (dictionaries, message) =
+                    IpcDataGenerator::default().encode(b, &mut tracker, opts, &mut IpcWriteContext::default())?;
+                let mut out = Vec::new();
+                for d in dictionaries {
+                    write_message(&mut out, d, opts)?;
+                }
+                write_message(&mut out, message, opts)?;
+                Ok(out)
+            })
+            .collect::<std::result::Result<_, _>>()
+            .map_err(ipc_err)?;
+        self.held.clear();
+        for m in messages {
+            self.writer.get_mut().write_all(&m).map_err(out_err)?;
+        }
+        Ok(())
     }
 }
 
@@ -128,6 +200,9 @@ struct ParquetOut<'a> {
     groups: Vec<Vec<RecordBatch>>,
     /// Row groups written.
     written: usize,
+    /// Rows of the last group held, and bytes of all batches held.
+    last_rows: usize,
+    held_bytes: usize,
 }
 
 /// Bytes of batches held for parallel encoding past which the full row groups are
@@ -138,23 +213,19 @@ impl ParquetOut<'_> {
     fn write(&mut self, batch: &RecordBatch) -> Result<()> {
         let mut rest = batch.clone();
         while rest.num_rows() > 0 {
-            let room = match self.groups.last() {
-                Some(g) => PARQUET_ROW_GROUP_ROWS - g.iter().map(RecordBatch::num_rows).sum::<usize>(),
-                None => 0,
-            };
-            if room == 0 {
+            if self.groups.is_empty() || self.last_rows == PARQUET_ROW_GROUP_ROWS {
                 self.groups.push(Vec::new());
-                continue;
+                self.last_rows = 0;
             }
-            let take = room.min(rest.num_rows());
-            self.groups.last_mut().expect("a group").push(rest.slice(0, take));
+            let take = (PARQUET_ROW_GROUP_ROWS - self.last_rows).min(rest.num_rows());
+            let part = rest.slice(0, take);
+            self.held_bytes += part.get_array_memory_size();
+            self.groups.last_mut().expect("a group").push(part);
+            self.last_rows += take;
             rest = rest.slice(take, rest.num_rows() - take);
         }
-        let full = self.groups.len() - usize::from(self.groups.last().is_some_and(|g| {
-            g.iter().map(RecordBatch::num_rows).sum::<usize>() < PARQUET_ROW_GROUP_ROWS
-        }));
-        let held: usize = self.groups.iter().flatten().map(RecordBatch::get_array_memory_size).sum();
-        if full >= rayon::current_num_threads().max(1) || (full > 0 && held >= PARQUET_HELD_BYTES) {
+        let full = self.groups.len() - usize::from(self.last_rows < PARQUET_ROW_GROUP_ROWS);
+        if full >= rayon::current_num_threads().max(1) || (full > 0 && self.held_bytes >= PARQUET_HELD_BYTES) {
             self.encode(false)?;
         }
         Ok(())
@@ -163,12 +234,7 @@ impl ParquetOut<'_> {
     /// Encodes and writes the full row groups held, and (`last`) the short one too.
     fn encode(&mut self, last: bool) -> Result<()> {
         use rayon::prelude::*;
-        let keep = match self.groups.last() {
-            Some(g) if !last && g.iter().map(RecordBatch::num_rows).sum::<usize>() < PARQUET_ROW_GROUP_ROWS => {
-                self.groups.pop()
-            }
-            _ => None,
-        };
+        let keep = if !last && self.last_rows < PARQUET_ROW_GROUP_ROWS { self.groups.pop() } else { None };
         let groups = std::mem::take(&mut self.groups);
         let (factory, schema, first) = (&self.factory, &self.schema, self.written);
         let encode = |(i, batches): (usize, &Vec<RecordBatch>)| -> parquet::errors::Result<Vec<_>> {
@@ -196,6 +262,10 @@ impl ParquetOut<'_> {
             }
             rg.close().map_err(pq_err)?;
             self.written += 1;
+        }
+        self.held_bytes = keep.iter().flatten().map(RecordBatch::get_array_memory_size).sum();
+        if keep.is_none() {
+            self.last_rows = 0;
         }
         self.groups.extend(keep);
         Ok(())
@@ -349,14 +419,30 @@ fn open<'a>(format: Format, input: Input<'a>, opts: &ReadOptions) -> Result<Box<
 /// Batches from a reader, in order.
 type Batches<'a> = Box<dyn Iterator<Item = Result<RecordBatch>> + Send + 'a>;
 
-/// Row groups decoded at once in parallel only while each holds at most this many bytes
-/// (uncompressed, from the footer): a group of them is held decoded until returned.
+/// Row groups decoded at once in parallel only while each decodes to at most this many
+/// bytes ([`decoded_bytes`]): a group of them is held decoded until returned.
 const PARALLEL_ROW_GROUP_BYTES: i64 = 64 << 20;
+
+/// About the bytes row group `g` decodes to: 8 a value for fixed-width columns, the
+/// string bytes (the footer's size statistics: `unencoded_byte_array_data_bytes`, which a
+/// dictionary does not shrink) plus an offset a value for strings; `None` when a string
+/// column's size is not in the footer (older writers).
+fn decoded_bytes(g: &parquet::file::metadata::RowGroupMetaData) -> Option<i64> {
+    use parquet::basic::Type;
+    g.columns()
+        .iter()
+        .map(|c| match c.column_type() {
+            Type::BYTE_ARRAY => c.unencoded_byte_array_data_bytes().map(|b| b + 4 * c.num_values()),
+            Type::FIXED_LEN_BYTE_ARRAY => Some(i64::from(c.column_descr().type_length()) * c.num_values()),
+            _ => Some(8 * c.num_values()),
+        })
+        .sum()
+}
 
 /// The batches of Parquet `src` and its schema: row groups decoded in parallel
 /// ([`RowGroups`]) when the current rayon pool has several threads and the file several
-/// row groups of at most [`PARALLEL_ROW_GROUP_BYTES`], else arrow-rs's reader streaming one
-/// batch at a time. `bad` maps the decoder's errors.
+/// row groups that each decode to at most [`PARALLEL_ROW_GROUP_BYTES`], else arrow-rs's
+/// reader streaming one batch at a time. `bad` maps the decoder's errors.
 fn parquet_batches<'a, T: parquet::file::reader::ChunkReader + Clone + 'static>(
     src: T,
     bad: impl Fn(arrow::error::ArrowError) -> Error + Clone + Send + Sync + 'a,
@@ -369,7 +455,7 @@ fn parquet_batches<'a, T: parquet::file::reader::ChunkReader + Clone + 'static>(
     let groups = meta.metadata().row_groups();
     if rayon::current_num_threads() > 1
         && groups.len() > 1
-        && groups.iter().all(|g| g.total_byte_size() <= PARALLEL_ROW_GROUP_BYTES)
+        && groups.iter().all(|g| decoded_bytes(g).is_some_and(|b| b <= PARALLEL_ROW_GROUP_BYTES))
     {
         let rg = RowGroups { src, meta, next: 0, ready: Default::default(), bad, source: source.to_path_buf() };
         return Ok((Box::new(rg), schema));
@@ -417,7 +503,7 @@ where
                 }
                 out
             }
-            Err(e) => vec![Err(corrupt(&self.source, format!("Parquet row group {rg}: {e}")))],
+            Err(e) => vec![Err(corrupt(&self.source, format!("Parquet row group {} (from 1): {e}", rg + 1)))],
         }
     }
 }

@@ -336,7 +336,9 @@ impl<R: Read> CompressedReader<R> {
             raws.iter().zip(outs.iter_mut()).map(|(raw, out)| raw.decompress(source, out)).collect()
         };
         for ((raw, out), result) in raws.into_iter().zip(outs).zip(results) {
-            self.spare.push(raw.payload);
+            if raw.payload.capacity() <= 2 * BLOCK_BYTES {
+                self.spare.push(raw.payload);
+            }
             match result {
                 Ok(()) => self.ready.push_back(Ok(out)),
                 Err(e) => {
@@ -359,7 +361,8 @@ impl<R: Read> Read for CompressedReader<R> {
             match self.ready.pop_front() {
                 Some(Ok(block)) => {
                     let done = std::mem::replace(&mut self.buf, block);
-                    if self.spare.len() < 4 * PARALLEL_BLOCKS {
+                    // Not the buffers of blocks far larger than this writer's (up to 1 GiB).
+                    if self.spare.len() < 4 * PARALLEL_BLOCKS && done.capacity() <= 2 * BLOCK_BYTES {
                         self.spare.push(done);
                     }
                     self.pos = 0;

@@ -575,11 +575,11 @@ impl<R: BufRead + Send> BatchReader for JsonReader<R> {
 }
 
 /// Where the whole rows of `bytes` (which starts between rows) end: after the last line
-/// break outside every object and string, and how many rows (top-level objects) end before
-/// it. `None` when no such line break: a row longer than `bytes`, or input that is not
-/// JSONEachRow (a stray `}` or an unclosed string: the rest is then parsed in one piece,
-/// which reports the error).
-fn rows_end(bytes: &[u8]) -> Option<(usize, u64)> {
+/// break outside every object and string, or the last top-level object's `}`, and how many
+/// rows (top-level objects) end before it. [`Walk::Short`] when none ends in `bytes` (a row
+/// longer than `bytes`, an unclosed string); [`Walk::Bad`] for a stray closing bracket
+/// before any row ends (its chunk's parser reports it).
+fn rows_end(bytes: &[u8]) -> std::result::Result<(usize, u64), Walk> {
     let (mut depth, mut i, mut rows) = (0i64, 0, 0u64);
     let mut last = None;
     while i < bytes.len() {
@@ -588,22 +588,30 @@ fn rows_end(bytes: &[u8]) -> Option<(usize, u64)> {
                 // To the string's closing quote, over escapes.
                 i += 1;
                 loop {
-                    let Some(j) = memchr::memchr2(b'"', b'\\', &bytes[i..]) else { return last };
+                    let Some(j) = memchr::memchr2(b'"', b'\\', &bytes[i..]) else { return last.ok_or(Walk::Short) };
                     if bytes[i + j] == b'"' {
                         i += j;
                         break;
                     }
                     i += j + 2;
                     if i >= bytes.len() {
-                        return last;
+                        return last.ok_or(Walk::Short);
                     }
                 }
             }
             b'{' | b'[' => depth += 1,
             b'}' | b']' => {
                 depth -= 1;
+                if depth < 0 {
+                    // A stray closing bracket: the rows before it, or (first) damage that
+                    // its chunk's parser reports.
+                    return last.ok_or(Walk::Bad);
+                }
                 if depth == 0 && bytes[i] == b'}' {
+                    // Rows may also follow each other on one line (`{..},{..}`): a cut
+                    // after a whole object is a row boundary too.
                     rows += 1;
+                    last = Some((i + 1, rows));
                 }
             }
             b'\n' if depth == 0 => last = Some((i + 1, rows)),
@@ -611,7 +619,7 @@ fn rows_end(bytes: &[u8]) -> Option<(usize, u64)> {
         }
         i += 1;
     }
-    last
+    last.ok_or(Walk::Short)
 }
 
 /// JSONEachRow input cut into chunks of whole rows ([`crate::parallel`], ClickHouse's
@@ -626,7 +634,7 @@ struct JsonFraming {
 impl Framing for JsonFraming {
     fn unit(&self, buf: &[u8]) -> std::result::Result<(usize, u64), Walk> {
         // All the whole rows at once; damage is left to the parser of the rest.
-        rows_end(buf).ok_or(Walk::Short)
+        rows_end(buf)
     }
 
     fn parse(&self, bytes: &[u8], at: Position) -> Vec<Result<RecordBatch>> {

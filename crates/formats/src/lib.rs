@@ -407,7 +407,15 @@ fn write_parallel<'a>(
         group.clear();
         while group.len() < PARALLEL_BATCHES {
             match batches.next() {
-                Some(b) => group.push(b?),
+                Some(Ok(b)) => group.push(b),
+                Some(Err(e)) => {
+                    // The rows before the error are written first.
+                    for v in &bufs[..ready] {
+                        out.write_all(v).map_err(out_err)?;
+                    }
+                    out.flush().map_err(out_err)?;
+                    return Err(e);
+                }
                 None => break,
             }
         }

@@ -619,27 +619,38 @@ fn block_len(buf: &[u8]) -> std::result::Result<(usize, u64), Walk> {
         }
         let start = pos;
         walk_skip(buf, &mut pos, n)?;
-        let ty = std::str::from_utf8(&buf[start..pos]).map_err(|_| Walk::Bad)?;
-        let ch = chtype::parse(ty).map_err(|_| Walk::Bad)?;
+        // As the reader takes it (bytes that are not UTF-8 replaced).
+        let ch = chtype::parse(&String::from_utf8_lossy(&buf[start..pos])).map_err(|_| Walk::Bad)?;
         if ch.nullable {
             walk_skip(buf, &mut pos, nrows)?;
         }
         match ch.wire.width() {
             Some(w) => walk_skip(buf, &mut pos, nrows.checked_mul(w as u64).ok_or(Walk::Bad)?)?,
             None => {
+                // String bytes of the column so far: past STRING_BYTES_FLUSH the reader
+                // refuses the block, so the walk stops there too (without reading it all).
+                let mut data = 0usize;
                 for _ in 0..nrows {
                     // Strings under 128 bytes (a one-byte length) without the general
                     // VarUInt path; `pos` past the end is caught at the next read or below.
-                    match buf.get(pos) {
-                        Some(&len) if len < 0x80 => pos += 1 + len as usize,
+                    let n = match buf.get(pos) {
+                        Some(&len) if len < 0x80 => {
+                            pos += 1 + len as usize;
+                            len as usize
+                        }
                         Some(_) => {
                             let n = walk_varuint(buf, &mut pos)?;
                             if n > MAX_STRING_BYTES {
                                 return Err(Walk::Bad);
                             }
-                            walk_skip(buf, &mut pos, n)?;
+                            pos = pos.saturating_add(n as usize);
+                            n as usize
                         }
                         None => return Err(Walk::Short),
+                    };
+                    data += n;
+                    if data > STRING_BYTES_FLUSH {
+                        return Err(Walk::Bad);
                     }
                 }
                 if pos > buf.len() {

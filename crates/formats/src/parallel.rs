@@ -27,7 +27,9 @@ use tessera_common::Result;
 use crate::BatchReader;
 use crate::text::{ChunkedReader, next_chunk_bytes, parse_chunks, read_chunk};
 
-/// Units (blocks or rows), rows and bytes of the input before a chunk.
+/// Units, rows and bytes of the input before a chunk (a unit is what one
+/// [`Framing::unit`] call walks: a Native block, a run of RowBinary rows, the whole JSON
+/// rows of a buffer).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Position {
     pub units: u64,
@@ -103,17 +105,42 @@ struct Cutter<R> {
     eof: bool,
     /// Buffers of parsed chunks, reused (fresh memory costs a page fault per 4 KiB).
     spare: Vec<Vec<u8>>,
+    /// A damaged unit or a read error ended the input: nothing more is read.
+    damaged: bool,
+    /// The read error to return after the chunks read before it.
+    failed: Option<tessera_common::Error>,
 }
 
 impl<R: BufRead> Cutter<R> {
     /// The next chunks (at most `most`), with the units and rows before each; none at the
-    /// end of input.
+    /// end of input (or after a damaged unit, whose chunk was the last). An error reading
+    /// the input comes after chunks of the whole units read before it, at the next call.
     fn cut(&mut self, framing: &impl Framing, most: usize) -> Result<Chunks> {
         let mut chunks = Vec::new();
-        while chunks.len() < most {
-            let cut = read_chunk(&mut self.src, &mut self.buf, &mut self.eof, self.chunk_bytes, &self.source, |b| {
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
+        while chunks.len() < most && !self.damaged {
+            let cut = match read_chunk(&mut self.src, &mut self.buf, &mut self.eof, self.chunk_bytes, &self.source, |b| {
                 units_end(framing, b)
-            })?;
+            }) {
+                Ok(cut) => cut,
+                Err(e) => {
+                    // The whole units read before the error are still delivered.
+                    if let Some((end, n)) = units_end(framing, &self.buf).filter(|(_, n)| n.units > 0) {
+                        let chunk = self.buf[..end].to_vec();
+                        chunks.push((chunk, self.at));
+                        self.advance(end, n);
+                    }
+                    self.buf.clear();
+                    self.damaged = true;
+                    if chunks.is_empty() {
+                        return Err(e);
+                    }
+                    self.failed = Some(e);
+                    break;
+                }
+            };
             let end = cut.map_or(self.buf.len(), |(end, _)| end);
             if end == 0 {
                 break;
@@ -126,19 +153,32 @@ impl<R: BufRead> Cutter<R> {
             chunk.truncate(end);
             chunks.push((chunk, self.at));
             match cut {
+                // A damaged first unit: its chunk is parsed (and reports it), nothing after it.
+                Some((_, n)) if n.units == 0 => self.damaged = true,
                 Some((end, n)) => {
                     // A few batches of rows, so that the walk past the chunk's last
                     // whole unit (walked again in the next chunk) is a small part of it.
                     self.chunk_bytes = next_chunk_bytes(end, n.rows / 4);
-                    self.at.units += n.units;
-                    self.at.rows += n.rows;
-                    self.at.bytes += end as u64;
+                    self.advance(end, n);
                 }
                 // The last chunk (the rest of the input).
                 None => break,
             }
         }
         Ok(chunks)
+    }
+
+    /// Moves the position past a chunk of `end` bytes holding `n`.
+    fn advance(&mut self, end: usize, n: Position) {
+        self.at.units += n.units;
+        self.at.rows += n.rows;
+        self.at.bytes += end as u64;
+    }
+
+    /// Takes back the buffers of parsed chunks (not the ones a huge unit grew).
+    fn recycle(&mut self, chunks: Chunks) {
+        let small = chunks.into_iter().map(|(bytes, _)| bytes).filter(|b| b.capacity() <= 2 * crate::text::MAX_CHUNK_BYTES);
+        self.spare.extend(small);
     }
 }
 
@@ -150,7 +190,17 @@ impl<R: BufRead + Send, F: Framing> ParallelChunks<R, F> {
     /// read at open to learn the schema).
     pub(crate) fn new(src: R, framing: F, schema: SchemaRef, source: PathBuf, at: Position, first: Option<RecordBatch>) -> Self {
         ParallelChunks {
-            cutter: Cutter { src, source, buf: Vec::new(), at, chunk_bytes: crate::text::MIN_CHUNK_BYTES, eof: false, spare: Vec::new() },
+            cutter: Cutter {
+                src,
+                source,
+                buf: Vec::new(),
+                at,
+                chunk_bytes: crate::text::MIN_CHUNK_BYTES,
+                eof: false,
+                spare: Vec::new(),
+                damaged: false,
+                failed: None,
+            },
             framing,
             schema,
             next: None,
@@ -175,7 +225,7 @@ impl<R: BufRead + Send, F: Framing> ParallelChunks<R, F> {
         let (parsed, next) =
             rayon::join(|| parse_chunks(&chunks, |(bytes, at)| framing.parse(bytes, *at)), || cutter.cut(framing, most));
         self.next = Some(next);
-        self.cutter.spare.extend(chunks.into_iter().map(|(bytes, _)| bytes));
+        self.cutter.recycle(chunks);
         for batches in parsed {
             let failed = batches.last().is_some_and(|b| b.is_err());
             self.ready.extend(batches);

@@ -515,7 +515,8 @@ fn prefix_then_error(format: Format, c: Compression, bytes: &[u8], pool: &rayon:
 /// damage deep in the input (a RowBinary null flag of 7, an implausible Native block, a
 /// flipped byte in a compressed block) gives the same error on 3 threads as on 1, naming
 /// its row, block or compressed block and byte, after whole batches of the rows before it
-/// only.
+/// only (all the whole Native blocks before a damaged compressed block); a Native type
+/// name that is not UTF-8 (a time zone in Latin-1) reads as on 1 thread.
 #[test]
 fn parallel_binary_parsing_equals_the_rows_written() {
     let long = "y".repeat(MAX_CHUNK_BYTES + 12_345);
@@ -559,13 +560,34 @@ fn parallel_binary_parsing_equals_the_rows_written() {
             assert!(rows <= before, "{format}: {rows} rows before the error");
         }
     }
+    // `DateTime('UTC')` written as `DateTime('\xfcTC')` in every block: read lossily, as the
+    // sequential reader reads it (the zone is not used).
+    let mut latin = write(Format::Native, Compression::None, &batches);
+    let (from, to) = (b"DateTime('UTC')".as_slice(), b"DateTime('\xfcTC')".as_slice());
+    let mut at = 0;
+    while let Some(i) = latin[at..].windows(from.len()).position(|w| w == from) {
+        latin[at + i..at + i + to.len()].copy_from_slice(to);
+        at += i + to.len();
+    }
+    for pool in [&one, &three] {
+        let back = pool.install(|| read(Format::Native, Compression::None, &latin, Some(schema.clone()))).unwrap();
+        assert_eq!(concat(&back, &schema), want, "Latin-1 zone, {} threads", pool.current_num_threads());
+    }
     // A flipped byte in the payload of a compressed block in the middle.
     for format in formats {
         let mut bytes = write(format, Compression::Lz4, &batches);
         let at = bytes.len() / 2;
         bytes[at] ^= 0x55;
-        let (_, err_one) = prefix_then_error(format, Compression::Lz4, &bytes, &one, &want);
-        let (_, err_three) = prefix_then_error(format, Compression::Lz4, &bytes, &three, &want);
+        let (rows_one, err_one) = prefix_then_error(format, Compression::Lz4, &bytes, &one, &want);
+        let (rows_three, err_three) = prefix_then_error(format, Compression::Lz4, &bytes, &three, &want);
+        // The whole blocks (rows) read before the damaged compressed block all come out
+        // (RowBinary on 1 thread loses its batch in progress, 3 threads cut whole rows).
+        if format == Format::Native {
+            assert!(rows_one > 0, "{format}");
+            assert_eq!(rows_three, rows_one, "{format}");
+        } else {
+            assert!(rows_three >= rows_one, "{format}: {rows_three} < {rows_one}");
+        }
         // The same block and byte (on 1 thread the format reader adds the row it was in).
         let block = |e: &str| e.find("compressed block").map(|i| e[i..].to_string());
         assert!(block(&err_one).is_some_and(|b| b.contains("at byte") && b.ends_with("checksum mismatch")), "{format}: {err_one}");
@@ -659,5 +681,79 @@ fn parallel_parquet_writer_writes_the_bytes_of_arrow_writer() {
         assert!(ours == theirs, "{c:?}: {} bytes, ArrowWriter {}", ours.len(), theirs.len());
         let back = three.install(|| read(Format::Parquet, c, &ours, Some(schema.clone()))).unwrap();
         assert_eq!(concat(&back, &schema), concat(&batches, &schema), "{c:?}");
+    }
+}
+
+/// ArrowStream output encodes its record batch messages in parallel (two batches per
+/// thread at a time) and writes them in order: on 3 threads, 40 batches of every stored
+/// type are the bytes arrow-ipc's `StreamWriter` writes, uncompressed, LZ4 and ZSTD, and
+/// read back as written; an answer of no batches is a valid empty stream.
+#[test]
+fn parallel_arrow_stream_writes_the_bytes_of_stream_writer() {
+    let edge = edge_batch();
+    let schema = edge.schema();
+    let batches: Vec<RecordBatch> = (0..40)
+        .map(|i| {
+            let reps: Vec<RecordBatch> = (0..(i % 7 + 1) * 300).map(|_| edge.clone()).collect();
+            arrow::compute::concat_batches(&schema, &reps).unwrap()
+        })
+        .collect();
+    let three = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+    for (c, ct) in [
+        (Compression::None, None),
+        (Compression::Lz4, Some(arrow::ipc::CompressionType::LZ4_FRAME)),
+        (Compression::Zstd(3), Some(arrow::ipc::CompressionType::ZSTD)),
+    ] {
+        let ours = three.install(|| write(Format::ArrowStream, c, &batches));
+        let opts = arrow::ipc::writer::IpcWriteOptions::default().try_with_compression(ct).unwrap();
+        let mut theirs = Vec::new();
+        {
+            let mut w = arrow::ipc::writer::StreamWriter::try_new_with_options(&mut theirs, &schema, opts).unwrap();
+            for b in &batches {
+                w.write(b).unwrap();
+            }
+            w.finish().unwrap();
+        }
+        assert!(ours == theirs, "{c:?}: {} bytes, StreamWriter {}", ours.len(), theirs.len());
+        let back = three.install(|| read(Format::ArrowStream, c, &ours, Some(schema.clone()))).unwrap();
+        assert_eq!(concat(&back, &schema), concat(&batches, &schema), "{c:?}");
+        let mut empty = Vec::new();
+        three.install(|| write_batches(Format::ArrowStream, &schema, std::iter::empty(), &mut empty, &WriteOptions { compression: c })).unwrap();
+        assert!(three.install(|| read(Format::ArrowStream, c, &empty, Some(schema.clone()))).unwrap().is_empty(), "{c:?}");
+    }
+}
+
+/// JSONEachRow rows that follow each other on one line (`{..},{..}`, no line breaks) are
+/// cut after whole objects and read on 3 threads as on 1; a stray `}` after the first row
+/// of a multi-MiB input is an error naming row 2, after no more than that row.
+#[test]
+fn json_rows_on_one_line_and_a_stray_bracket() {
+    let schema = Arc::new(Schema::new(vec![Field::new("a", DataType::Int64, false), Field::new("s", DataType::Utf8, false)]));
+    let n = 300_000i64;
+    let mut text = Vec::new();
+    for i in 0..n {
+        text.extend_from_slice(format!("{{\"a\":{i},\"s\":\"x{{}}\\\"{i}\"}},").as_bytes());
+    }
+    assert!(text.len() > 2 * MAX_CHUNK_BYTES, "{} bytes", text.len());
+    let want = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(Int64Array::from((0..n).collect::<Vec<_>>())),
+            Arc::new(StringArray::from((0..n).map(|i| format!("x{{}}\"{i}")).collect::<Vec<_>>())),
+        ],
+    )
+    .unwrap();
+    let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+    let three = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+    for pool in [&one, &three] {
+        let back = pool.install(|| read(Format::JsonEachRow, Compression::None, &text, Some(schema.clone()))).unwrap();
+        assert_eq!(concat(&back, &schema), want, "{} threads", pool.current_num_threads());
+    }
+    let mut bad = b"{\"a\":0,\"s\":\"x{}\\\"0\"}\n}\n".to_vec();
+    bad.extend_from_slice(&text);
+    for pool in [&one, &three] {
+        let (rows, err) = prefix_then_error(Format::JsonEachRow, Compression::None, &bad, pool, &want);
+        assert!(err.contains("row 2"), "{err}");
+        assert!(rows <= 1, "{rows} rows");
     }
 }
