@@ -328,28 +328,6 @@ fn edge_batches_with(long: &str) -> Vec<RecordBatch> {
     batches
 }
 
-/// Reads `bad` (in `format`, into `schema`) on `pool` up to its error: every batch before
-/// the error must equal the next rows of `want`, and none may follow it. Returns the rows
-/// read and the error's text.
-fn rows_then_error(format: Format, bad: &[u8], schema: &SchemaRef, pool: &rayon::ThreadPool, want: &RecordBatch) -> (usize, String) {
-    let mut rows = 0;
-    let mut err = None;
-    for b in pool.install(|| {
-        let opts = ReadOptions { compression: Compression::None, schema: Some(schema.clone()), source: "t".into() };
-        reader(format, Input::Stream(Box::new(bad)), &opts).unwrap().collect::<Vec<_>>()
-    }) {
-        match b {
-            Ok(b) => {
-                assert!(err.is_none(), "{format}: a batch after the error");
-                assert_eq!(&b, &want.slice(rows, b.num_rows()), "{format}: rows {rows}..");
-                rows += b.num_rows();
-            }
-            Err(e) => err = Some(e.to_string()),
-        }
-    }
-    (rows, err.unwrap_or_else(|| panic!("{format}: no error")))
-}
-
 /// TabSeparated and CSV are parsed a chunk of rows per thread (parallel parsing): over
 /// several MiB of every stored type (CSV quoted fields with line breaks, `\r\n`, quotes and
 /// commas; TSV escapes), plus one value longer than a chunk, reading on 3 threads and on 1
@@ -383,7 +361,7 @@ fn parallel_text_parsing_equals_the_rows_written() {
         bad.extend_from_slice(b"7\n");
         bad.extend_from_slice(&bytes[cut..]);
         for pool in [&one, &three] {
-            let (rows, err) = rows_then_error(format, &bad, &schema, pool, &want);
+            let (rows, err) = prefix_then_error(format, Compression::None, &bad, pool, &want);
             assert!(err.contains(&format!("line {line}: expected 15 fields, found 1")), "{format}: {err}");
             assert!(rows <= 4001 * 5 && rows > 0, "{format}: {rows} rows before the error");
         }
@@ -467,7 +445,7 @@ fn parallel_json_parsing_equals_the_rows_written() {
     bad.extend_from_slice(b"{\"nope\":1}\n");
     bad.extend_from_slice(&bytes[cut..]);
     for pool in [&one, &three] {
-        let (rows, err) = rows_then_error(Format::JsonEachRow, &bad, &schema, pool, &want);
+        let (rows, err) = prefix_then_error(Format::JsonEachRow, Compression::None, &bad, pool, &want);
         // Byte: after `{"nope":`, where the key is known.
         assert!(err.contains(&format!("row {} (byte {})", before + 1, cut + 8)) && err.contains("names no column"), "{err}");
         assert!(rows <= before && rows > 0, "{rows} rows before the error");
@@ -595,6 +573,20 @@ fn parallel_binary_parsing_equals_the_rows_written() {
     }
 }
 
+/// `batches` as arrow-rs's `ArrowWriter` writes them with `compression` and row groups of
+/// `rows` rows.
+fn arrow_writer_bytes(batches: &[RecordBatch], compression: parquet::basic::Compression, rows: usize) -> Vec<u8> {
+    let props =
+        parquet::file::properties::WriterProperties::builder().set_compression(compression).set_max_row_group_row_count(Some(rows)).build();
+    let mut bytes = Vec::new();
+    let mut w = parquet::arrow::ArrowWriter::try_new(&mut bytes, batches[0].schema(), Some(props)).unwrap();
+    for b in batches {
+        w.write(b).unwrap();
+    }
+    w.close().unwrap();
+    bytes
+}
+
 /// Parquet files of several row groups are decoded a row group per thread: a file of ~60K
 /// rows of every stored type in row groups of 7,000 rows reads back as written on 3 threads
 /// and on 1, from a stream and from a file (positioned reads on one shared handle); a
@@ -605,18 +597,7 @@ fn parallel_parquet_row_groups_equal_the_rows_written() {
     let batches = edge_batches_with("long value");
     let schema = batches[0].schema();
     let want = concat(&batches, &schema);
-    let props = parquet::file::properties::WriterProperties::builder()
-        .set_max_row_group_row_count(Some(7000))
-        .set_compression(parquet::basic::Compression::LZ4_RAW)
-        .build();
-    let mut bytes = Vec::new();
-    {
-        let mut w = parquet::arrow::ArrowWriter::try_new(&mut bytes, schema.clone(), Some(props)).unwrap();
-        for b in &batches {
-            w.write(b).unwrap();
-        }
-        w.close().unwrap();
-    }
+    let bytes = arrow_writer_bytes(&batches, parquet::basic::Compression::LZ4_RAW, 7000);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.parquet");
     std::fs::write(&path, &bytes).unwrap();
@@ -666,18 +647,7 @@ fn parallel_parquet_writer_writes_the_bytes_of_arrow_writer() {
     let three = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
     for (c, pc) in [(Compression::None, parquet::basic::Compression::UNCOMPRESSED), (Compression::Lz4, parquet::basic::Compression::LZ4_RAW)] {
         let ours = three.install(|| write(Format::Parquet, c, &batches));
-        let props = parquet::file::properties::WriterProperties::builder()
-            .set_compression(pc)
-            .set_max_row_group_row_count(Some(crate::arrowfmt::PARQUET_ROW_GROUP_ROWS))
-            .build();
-        let mut theirs = Vec::new();
-        {
-            let mut w = parquet::arrow::ArrowWriter::try_new(&mut theirs, schema.clone(), Some(props)).unwrap();
-            for b in &batches {
-                w.write(b).unwrap();
-            }
-            w.close().unwrap();
-        }
+        let theirs = arrow_writer_bytes(&batches, pc, crate::arrowfmt::PARQUET_ROW_GROUP_ROWS);
         assert!(ours == theirs, "{c:?}: {} bytes, ArrowWriter {}", ours.len(), theirs.len());
         let back = three.install(|| read(Format::Parquet, c, &ours, Some(schema.clone()))).unwrap();
         assert_eq!(concat(&back, &schema), concat(&batches, &schema), "{c:?}");
