@@ -26,6 +26,7 @@ enum Inner<'a> {
     File(FileWriter<Box<dyn Write + Send + 'a>>),
     Stream(StreamWriter<Box<dyn Write + Send + 'a>>),
     ParStream(Box<StreamOut<'a>>),
+    ParFile(Box<FileOut<'a>>),
     Parquet(Box<ParquetOut<'a>>),
 }
 
@@ -62,10 +63,12 @@ pub(crate) fn writer<'a>(
                 Compression::Zstd(_) => Some(CompressionType::ZSTD),
             };
             let opts = IpcWriteOptions::default().try_with_compression(c).map_err(ipc_err)?;
-            if format == Format::Arrow {
+            let dictionaries = schema.fields().iter().any(|f| matches!(f.data_type(), arrow::datatypes::DataType::Dictionary(..)));
+            if format == Format::Arrow && rayon::current_num_threads() > 1 && !dictionaries {
+                Inner::ParFile(Box::new(FileOut::new(out, schema, opts)?))
+            } else if format == Format::Arrow {
                 Inner::File(FileWriter::try_new_with_options(out, schema, opts).map_err(ipc_err)?)
             } else {
-                let dictionaries = schema.fields().iter().any(|f| matches!(f.data_type(), arrow::datatypes::DataType::Dictionary(..)));
                 let writer = StreamWriter::try_new_with_options(out, schema, opts.clone()).map_err(ipc_err)?;
                 if rayon::current_num_threads() > 1 && !dictionaries {
                     Inner::ParStream(Box::new(StreamOut { writer, opts, held: Vec::new() }))
@@ -106,6 +109,7 @@ impl BatchWriter for ArrowBatchWriter<'_> {
             Inner::File(w) => w.write(batch).map_err(ipc_err),
             Inner::Stream(w) => w.write(batch).map_err(ipc_err),
             Inner::ParStream(w) => w.write(batch),
+            Inner::ParFile(w) => w.write(batch),
             Inner::Parquet(w) => w.write(batch),
         }
     }
@@ -116,6 +120,7 @@ impl BatchWriter for ArrowBatchWriter<'_> {
                 w.finish().map_err(ipc_err)?;
                 w.into_inner().map_err(ipc_err)?.flush().map_err(out_err)
             }
+            Inner::ParFile(w) => w.finish(),
             Inner::ParStream(mut w) => {
                 w.encode()?;
                 w.writer.finish().map_err(ipc_err)?;
@@ -158,30 +163,106 @@ impl StreamOut<'_> {
 
     /// Encodes the held batches in parallel and writes their messages in order.
     fn encode(&mut self) -> Result<()> {
-        use arrow::ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteContext, write_message};
-        use rayon::prelude::*;
-        let opts = &self.opts;
-        let messages: Vec<Vec<u8>> = self
-            .held
-            .par_iter()
-            .map(|b| -> std::result::Result<Vec<u8>, arrow::error::ArrowError> {
-                let mut tracker = DictionaryTracker::new(false);
-                let (dictionaries, message) =
-                    IpcDataGenerator::default().encode(b, &mut tracker, opts, &mut IpcWriteContext::default())?;
-                let mut out = Vec::new();
-                for d in dictionaries {
-                    write_message(&mut out, d, opts)?;
-                }
-                write_message(&mut out, message, opts)?;
-                Ok(out)
-            })
-            .collect::<std::result::Result<_, _>>()
-            .map_err(ipc_err)?;
+        let messages = encode_messages(&self.held, &self.opts)?;
         self.held.clear();
-        for m in messages {
+        for (m, _) in messages {
             self.writer.get_mut().write_all(&m).map_err(out_err)?;
         }
         Ok(())
+    }
+}
+
+/// An encoded IPC message and its (padded header, body) lengths.
+type Message = (Vec<u8>, (usize, usize));
+
+/// The IPC record batch messages of `batches` (schemas without dictionaries), encoded in
+/// parallel as arrow-ipc's writers encode them, with their header and body lengths (what
+/// an IPC file's footer records of each).
+fn encode_messages(batches: &[RecordBatch], opts: &IpcWriteOptions) -> Result<Vec<Message>> {
+    use arrow::ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteContext, write_message};
+    use rayon::prelude::*;
+    batches
+        .par_iter()
+        .map(|b| -> std::result::Result<_, arrow::error::ArrowError> {
+            let mut tracker = DictionaryTracker::new(false);
+            let (_, message) = IpcDataGenerator::default().encode(b, &mut tracker, opts, &mut IpcWriteContext::default())?;
+            let mut out = Vec::new();
+            let lens = write_message(&mut out, message, opts)?;
+            Ok((out, lens))
+        })
+        .collect::<std::result::Result<_, _>>()
+        .map_err(ipc_err)
+}
+
+/// Arrow IPC file output with its record batch messages encoded in parallel, as
+/// [`StreamOut`]; the header (magic, schema message) is what arrow-ipc's `FileWriter`
+/// writes, and the footer (the schema and each message's offset and lengths) is built as
+/// it builds it: the same bytes (tested). Schemas without dictionaries only.
+struct FileOut<'a> {
+    out: Box<dyn Write + Send + 'a>,
+    opts: IpcWriteOptions,
+    schema: SchemaRef,
+    held: Vec<RecordBatch>,
+    /// Bytes written so far (the next message's offset).
+    offset: usize,
+    blocks: Vec<arrow::ipc::Block>,
+}
+
+impl<'a> FileOut<'a> {
+    fn new(mut out: Box<dyn Write + Send + 'a>, schema: &SchemaRef, opts: IpcWriteOptions) -> Result<Self> {
+        // The header as FileWriter writes it (its footer is never written).
+        let mut header = FileWriter::try_new_with_options(Vec::new(), schema, opts.clone()).map_err(ipc_err)?;
+        let header = std::mem::take(header.get_mut());
+        out.write_all(&header).map_err(out_err)?;
+        Ok(FileOut { out, opts, schema: schema.clone(), held: Vec::new(), offset: header.len(), blocks: Vec::new() })
+    }
+
+    fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        self.held.push(batch.clone());
+        if self.held.len() >= 2 * rayon::current_num_threads() {
+            self.encode()?;
+        }
+        Ok(())
+    }
+
+    fn encode(&mut self) -> Result<()> {
+        let messages = encode_messages(&self.held, &self.opts)?;
+        self.held.clear();
+        for (m, (header, body)) in messages {
+            self.out.write_all(&m).map_err(out_err)?;
+            self.blocks.push(arrow::ipc::Block::new(self.offset as i64, header as i32, body as i64));
+            self.offset += header + body;
+        }
+        Ok(())
+    }
+
+    /// The rest of the messages, the end-of-stream marker, the footer, its length and the
+    /// closing magic.
+    fn finish(mut self) -> Result<()> {
+        self.encode()?;
+        // End of stream: the continuation marker and a zero length (IPC format V5).
+        self.out.write_all(&[0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]).map_err(out_err)?;
+        let mut fbb = flatbuffers::FlatBufferBuilder::new();
+        let dictionaries = fbb.create_vector::<arrow::ipc::Block>(&[]);
+        let record_batches = fbb.create_vector(&self.blocks);
+        let mut tracker = arrow::ipc::writer::DictionaryTracker::new(true);
+        let schema = arrow::ipc::convert::IpcSchemaEncoder::new()
+            .with_dictionary_tracker(&mut tracker)
+            .schema_to_fb_offset(&mut fbb, &self.schema);
+        let root = {
+            let mut footer = arrow::ipc::FooterBuilder::new(&mut fbb);
+            footer.add_version(arrow::ipc::MetadataVersion::V5);
+            footer.add_schema(schema);
+            footer.add_dictionaries(dictionaries);
+            footer.add_recordBatches(record_batches);
+            footer.finish()
+        };
+        fbb.finish(root, None);
+        let data = fbb.finished_data();
+        self.out.write_all(data).map_err(out_err)?;
+        self.out.write_all(&(data.len() as i32).to_le_bytes()).map_err(out_err)?;
+        self.out.write_all(b"ARROW1").map_err(out_err)?;
+        self.out.flush().map_err(out_err)
     }
 }
 

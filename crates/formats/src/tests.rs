@@ -654,12 +654,14 @@ fn parallel_parquet_writer_writes_the_bytes_of_arrow_writer() {
     }
 }
 
-/// ArrowStream output encodes its record batch messages in parallel (two batches per
-/// thread at a time) and writes them in order: on 3 threads, 40 batches of every stored
-/// type are the bytes arrow-ipc's `StreamWriter` writes, uncompressed, LZ4 and ZSTD, and
-/// read back as written; an answer of no batches is a valid empty stream.
+/// Arrow IPC output (stream and file) encodes its record batch messages in parallel (two
+/// batches per thread at a time) and writes them in order: on 3 threads, 40 batches of
+/// every stored type are the bytes arrow-ipc's `StreamWriter` / `FileWriter` write
+/// (the file's footer built as `FileWriter` builds it), uncompressed, LZ4 and ZSTD, and read
+/// back as written; an answer of no batches is a valid empty stream or file.
 #[test]
-fn parallel_arrow_stream_writes_the_bytes_of_stream_writer() {
+fn parallel_arrow_ipc_writes_the_bytes_of_arrow_ipc_writers() {
+    use arrow::ipc::writer::{FileWriter, IpcWriteOptions, StreamWriter};
     let edge = edge_batch();
     let schema = edge.schema();
     let batches: Vec<RecordBatch> = (0..40)
@@ -669,27 +671,32 @@ fn parallel_arrow_stream_writes_the_bytes_of_stream_writer() {
         })
         .collect();
     let three = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
-    for (c, ct) in [
-        (Compression::None, None),
-        (Compression::Lz4, Some(arrow::ipc::CompressionType::LZ4_FRAME)),
-        (Compression::Zstd(3), Some(arrow::ipc::CompressionType::ZSTD)),
-    ] {
-        let ours = three.install(|| write(Format::ArrowStream, c, &batches));
-        let opts = arrow::ipc::writer::IpcWriteOptions::default().try_with_compression(ct).unwrap();
-        let mut theirs = Vec::new();
-        {
-            let mut w = arrow::ipc::writer::StreamWriter::try_new_with_options(&mut theirs, &schema, opts).unwrap();
-            for b in &batches {
-                w.write(b).unwrap();
+    for format in [Format::ArrowStream, Format::Arrow] {
+        for (c, ct) in [
+            (Compression::None, None),
+            (Compression::Lz4, Some(arrow::ipc::CompressionType::LZ4_FRAME)),
+            (Compression::Zstd(3), Some(arrow::ipc::CompressionType::ZSTD)),
+        ] {
+            let ours = three.install(|| write(format, c, &batches));
+            let opts = IpcWriteOptions::default().try_with_compression(ct).unwrap();
+            let mut theirs = Vec::new();
+            if format == Format::Arrow {
+                let mut w = FileWriter::try_new_with_options(&mut theirs, &schema, opts).unwrap();
+                batches.iter().for_each(|b| w.write(b).unwrap());
+                w.finish().unwrap();
+            } else {
+                let mut w = StreamWriter::try_new_with_options(&mut theirs, &schema, opts).unwrap();
+                batches.iter().for_each(|b| w.write(b).unwrap());
+                w.finish().unwrap();
             }
-            w.finish().unwrap();
+            assert!(ours == theirs, "{format} {c:?}: {} bytes, arrow-ipc {}", ours.len(), theirs.len());
+            let back = three.install(|| read(format, c, &ours, Some(schema.clone()))).unwrap();
+            assert_eq!(concat(&back, &schema), concat(&batches, &schema), "{format} {c:?}");
+            let mut empty = Vec::new();
+            let opts = WriteOptions { compression: c };
+            three.install(|| write_batches(format, &schema, std::iter::empty(), &mut empty, &opts)).unwrap();
+            assert!(three.install(|| read(format, c, &empty, Some(schema.clone()))).unwrap().is_empty(), "{format} {c:?}");
         }
-        assert!(ours == theirs, "{c:?}: {} bytes, StreamWriter {}", ours.len(), theirs.len());
-        let back = three.install(|| read(Format::ArrowStream, c, &ours, Some(schema.clone()))).unwrap();
-        assert_eq!(concat(&back, &schema), concat(&batches, &schema), "{c:?}");
-        let mut empty = Vec::new();
-        three.install(|| write_batches(Format::ArrowStream, &schema, std::iter::empty(), &mut empty, &WriteOptions { compression: c })).unwrap();
-        assert!(three.install(|| read(Format::ArrowStream, c, &empty, Some(schema.clone()))).unwrap().is_empty(), "{c:?}");
     }
 }
 
