@@ -466,8 +466,14 @@ fn open<'a>(format: Format, input: Input<'a>, opts: &ReadOptions) -> Result<Box<
             let b = bad.clone();
             match input {
                 Input::File(f) => {
-                    let r = arrow::ipc::reader::FileReader::try_new(std::io::BufReader::new(f), None).map_err(&bad)?;
+                    let file = std::sync::Arc::new(f);
+                    let r = arrow::ipc::reader::FileReader::try_new(PreadSeek::new(file.clone()), None).map_err(&bad)?;
                     let schema = r.schema();
+                    if rayon::current_num_threads() > 1 && r.num_batches() > 1 {
+                        let total = r.num_batches();
+                        let batches = IpcFileBatches { file, next: 0, total, ready: Default::default(), bad: b };
+                        return fit(Box::new(batches), schema);
+                    }
                     fit(Box::new(r.map(move |x| x.map_err(&b))), schema)
                 }
                 Input::Stream(mut s) => {
@@ -613,6 +619,123 @@ where
             let end = (self.next + rayon::current_num_threads().max(1)).min(total);
             let decoded: Vec<Vec<Result<RecordBatch>>> = (self.next..end).into_par_iter().map(|rg| self.decode(rg)).collect();
             self.next = end;
+            for batches in decoded {
+                let failed = batches.last().is_some_and(|b| b.is_err());
+                self.ready.extend(batches);
+                if failed {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// A file read with positioned reads (`pread`) at a cursor of its own: arrow-ipc's
+/// `FileReader` over one shared file handle per thread, without a shared cursor.
+struct PreadSeek {
+    file: std::sync::Arc<std::fs::File>,
+    pos: u64,
+}
+
+impl PreadSeek {
+    fn new(file: std::sync::Arc<std::fs::File>) -> Self {
+        PreadSeek { file, pos: 0 }
+    }
+}
+
+impl Read for PreadSeek {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        #[cfg(unix)]
+        let n = std::os::unix::fs::FileExt::read_at(&*self.file, buf, self.pos)?;
+        #[cfg(windows)]
+        let n = std::os::windows::fs::FileExt::seek_read(&*self.file, buf, self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl std::io::Seek for PreadSeek {
+    fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
+        let base = match to {
+            std::io::SeekFrom::Start(p) => {
+                self.pos = p;
+                return Ok(p);
+            }
+            std::io::SeekFrom::End(d) => (self.file.metadata()?.len(), d),
+            std::io::SeekFrom::Current(d) => (self.pos, d),
+        };
+        self.pos = base
+            .0
+            .checked_add_signed(base.1)
+            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "seek before the start of the file"))?;
+        Ok(self.pos)
+    }
+}
+
+/// Record batches of an Arrow IPC file decoded in parallel: each round, every thread of
+/// the current rayon pool decodes [`IPC_BATCHES_PER_TASK`] consecutive batches with a
+/// `FileReader` of its own over positioned reads of the one file (the footer read again per
+/// task), and the batches come out in file order; the first error ends them.
+struct IpcFileBatches<B> {
+    file: std::sync::Arc<std::fs::File>,
+    /// The next batch to decode, and how many the file has.
+    next: usize,
+    total: usize,
+    ready: std::collections::VecDeque<Result<RecordBatch>>,
+    bad: B,
+}
+
+/// Batches one task of [`IpcFileBatches`] decodes.
+const IPC_BATCHES_PER_TASK: usize = 4;
+
+impl<B: Fn(arrow::error::ArrowError) -> Error + Sync> IpcFileBatches<B> {
+    /// Batches `range` of the file; an error is the last.
+    fn decode(&self, range: std::ops::Range<usize>) -> Vec<Result<RecordBatch>> {
+        let reader = arrow::ipc::reader::FileReader::try_new(PreadSeek::new(self.file.clone()), None);
+        let mut r = match reader {
+            Ok(r) => r,
+            Err(e) => return vec![Err((self.bad)(e))],
+        };
+        if let Err(e) = r.set_index(range.start) {
+            return vec![Err((self.bad)(e))];
+        }
+        let mut out = Vec::with_capacity(range.len());
+        for _ in range {
+            match r.next() {
+                Some(Ok(b)) => out.push(Ok(b)),
+                Some(Err(e)) => {
+                    out.push(Err((self.bad)(e)));
+                    break;
+                }
+                None => break,
+            }
+        }
+        out
+    }
+}
+
+impl<B: Fn(arrow::error::ArrowError) -> Error + Sync> Iterator for IpcFileBatches<B> {
+    type Item = Result<RecordBatch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        use rayon::prelude::*;
+        loop {
+            if let Some(b) = self.ready.pop_front() {
+                if b.is_err() {
+                    self.ready.clear();
+                    self.next = self.total;
+                }
+                return Some(b);
+            }
+            if self.next >= self.total {
+                return None;
+            }
+            let tasks: Vec<std::ops::Range<usize>> = (0..rayon::current_num_threads().max(1))
+                .map(|t| self.next + t * IPC_BATCHES_PER_TASK..(self.next + (t + 1) * IPC_BATCHES_PER_TASK).min(self.total))
+                .filter(|r| !r.is_empty())
+                .collect();
+            self.next = tasks.last().map_or(self.total, |r| r.end);
+            let decoded: Vec<Vec<Result<RecordBatch>>> = tasks.into_par_iter().map(|r| self.decode(r)).collect();
             for batches in decoded {
                 let failed = batches.last().is_some_and(|b| b.is_err());
                 self.ready.extend(batches);

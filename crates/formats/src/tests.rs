@@ -658,7 +658,9 @@ fn parallel_parquet_writer_writes_the_bytes_of_arrow_writer() {
 /// batches per thread at a time) and writes them in order: on 3 threads, 40 batches of
 /// every stored type are the bytes arrow-ipc's `StreamWriter` / `FileWriter` write
 /// (the file's footer built as `FileWriter` builds it), uncompressed, LZ4 and ZSTD, and read
-/// back as written; an answer of no batches is a valid empty stream or file.
+/// back as written (a file also from disk, decoded a few batches per thread, on 1 and 3
+/// threads; damaged, it never panics); an answer of no batches is a valid empty stream or
+/// file.
 #[test]
 fn parallel_arrow_ipc_writes_the_bytes_of_arrow_ipc_writers() {
     use arrow::ipc::writer::{FileWriter, IpcWriteOptions, StreamWriter};
@@ -692,6 +694,50 @@ fn parallel_arrow_ipc_writes_the_bytes_of_arrow_ipc_writers() {
             assert!(ours == theirs, "{format} {c:?}: {} bytes, arrow-ipc {}", ours.len(), theirs.len());
             let back = three.install(|| read(format, c, &ours, Some(schema.clone()))).unwrap();
             assert_eq!(concat(&back, &schema), concat(&batches, &schema), "{format} {c:?}");
+            if format == Format::Arrow {
+                // From a file: batches decoded a few per thread, each thread with its own
+                // reader over positioned reads; the same on 1 thread.
+                let dir = tempfile::tempdir().unwrap();
+                let path = dir.path().join("t.arrow");
+                std::fs::write(&path, &ours).unwrap();
+                let ropts = ReadOptions { compression: c, schema: Some(schema.clone()), source: "t".into() };
+                let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+                for pool in [&one, &three] {
+                    let got: Vec<RecordBatch> = pool
+                        .install(|| reader(format, Input::File(std::fs::File::open(&path).unwrap()), &ropts)?.collect::<Result<_>>())
+                        .unwrap();
+                    assert_eq!(concat(&got, &schema), concat(&batches, &schema), "file {c:?} {} threads", pool.current_num_threads());
+                }
+                // A damaged body in the middle: never a panic; a typed error, or (damage
+                // inside values, which IPC has no checksum for) other values.
+                let mut bad = ours.clone();
+                let at = bad.len() / 2;
+                bad[at..at + 64].fill(0xee);
+                std::fs::write(&path, &bad).unwrap();
+                let want = concat(&batches, &schema);
+                for pool in [&one, &three] {
+                    let got = pool.install(|| match reader(format, Input::File(std::fs::File::open(&path).unwrap()), &ropts) {
+                        Ok(r) => r.collect::<Vec<_>>(),
+                        Err(e) => vec![Err(e)],
+                    });
+                    let mut rows = 0;
+                    for b in got {
+                        match b {
+                            Ok(b) => {
+                                if b != want.slice(rows, b.num_rows()) {
+                                    // Damage inside values reads back as other values.
+                                    break;
+                                }
+                                rows += b.num_rows();
+                            }
+                            Err(e) => {
+                                assert!(matches!(e, Error::Corrupt { .. } | Error::Io { .. }), "{e:?}");
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
             let mut empty = Vec::new();
             let opts = WriteOptions { compression: c };
             three.install(|| write_batches(format, &schema, std::iter::empty(), &mut empty, &opts)).unwrap();
