@@ -25,8 +25,7 @@ pub(crate) const PARQUET_ROW_GROUP_ROWS: usize = 1 << 20;
 enum Inner<'a> {
     File(FileWriter<Box<dyn Write + Send + 'a>>),
     Stream(StreamWriter<Box<dyn Write + Send + 'a>>),
-    ParStream(Box<StreamOut<'a>>),
-    ParFile(Box<FileOut<'a>>),
+    ParIpc(Box<IpcOut<'a>>),
     Parquet(Box<ParquetOut<'a>>),
 }
 
@@ -64,17 +63,12 @@ pub(crate) fn writer<'a>(
             };
             let opts = IpcWriteOptions::default().try_with_compression(c).map_err(ipc_err)?;
             let dictionaries = schema.fields().iter().any(|f| matches!(f.data_type(), arrow::datatypes::DataType::Dictionary(..)));
-            if format == Format::Arrow && rayon::current_num_threads() > 1 && !dictionaries {
-                Inner::ParFile(Box::new(FileOut::new(out, schema, opts)?))
+            if rayon::current_num_threads() > 1 && !dictionaries {
+                Inner::ParIpc(Box::new(IpcOut::new(out, schema, opts, format == Format::Arrow)?))
             } else if format == Format::Arrow {
                 Inner::File(FileWriter::try_new_with_options(out, schema, opts).map_err(ipc_err)?)
             } else {
-                let writer = StreamWriter::try_new_with_options(out, schema, opts.clone()).map_err(ipc_err)?;
-                if rayon::current_num_threads() > 1 && !dictionaries {
-                    Inner::ParStream(Box::new(StreamOut { writer, opts, held: Vec::new() }))
-                } else {
-                    Inner::Stream(writer)
-                }
+                Inner::Stream(StreamWriter::try_new_with_options(out, schema, opts).map_err(ipc_err)?)
             }
         }
         Format::Parquet => {
@@ -108,8 +102,7 @@ impl BatchWriter for ArrowBatchWriter<'_> {
         match &mut self.0 {
             Inner::File(w) => w.write(batch).map_err(ipc_err),
             Inner::Stream(w) => w.write(batch).map_err(ipc_err),
-            Inner::ParStream(w) => w.write(batch),
-            Inner::ParFile(w) => w.write(batch),
+            Inner::ParIpc(w) => w.write(batch),
             Inner::Parquet(w) => w.write(batch),
         }
     }
@@ -120,12 +113,7 @@ impl BatchWriter for ArrowBatchWriter<'_> {
                 w.finish().map_err(ipc_err)?;
                 w.into_inner().map_err(ipc_err)?.flush().map_err(out_err)
             }
-            Inner::ParFile(w) => w.finish(),
-            Inner::ParStream(mut w) => {
-                w.encode()?;
-                w.writer.finish().map_err(ipc_err)?;
-                w.writer.into_inner().map_err(ipc_err)?.flush().map_err(out_err)
-            }
+            Inner::ParIpc(w) => w.finish(),
             Inner::Stream(mut w) => {
                 w.finish().map_err(ipc_err)?;
                 w.into_inner().map_err(ipc_err)?.flush().map_err(out_err)
@@ -139,20 +127,44 @@ impl BatchWriter for ArrowBatchWriter<'_> {
     }
 }
 
-/// Arrow IPC stream output with its record batch messages encoded in parallel (arrow-ipc
-/// compresses a batch's buffers on the calling thread): batches are held, two per thread
-/// of the current rayon pool, each encoded into its message on a thread of the pool
-/// (arrow-ipc's `IpcDataGenerator` and `write_message`, as `StreamWriter::write` does), and
-/// the messages written in order after the schema message `StreamWriter` wrote; its
-/// `finish` writes the end-of-stream marker. Schemas without dictionaries only (a
-/// dictionary is sent once per stream, which batches encoded apart cannot know).
-struct StreamOut<'a> {
-    writer: StreamWriter<Box<dyn Write + Send + 'a>>,
+/// An encoded IPC message and its (padded header, body) lengths.
+type Message = (Vec<u8>, (usize, usize));
+
+/// Arrow IPC output (stream or file) with its record batch messages encoded in parallel
+/// (arrow-ipc's writers compress a batch's buffers on the calling thread): batches are
+/// held, two per thread of the current rayon pool, each encoded into its message on a
+/// thread of the pool (arrow-ipc's `IpcDataGenerator` and `write_message`, as its writers
+/// do) and written in order. The header is what arrow-ipc's `StreamWriter` / `FileWriter`
+/// write first (magic, schema message); a file's footer (the schema and each message's
+/// offset and lengths) is built as `FileWriter` builds it: the same bytes as arrow-ipc's
+/// writers (tested). Schemas without dictionaries only (a dictionary is sent once per
+/// stream, which batches encoded apart cannot know).
+struct IpcOut<'a> {
+    out: Box<dyn Write + Send + 'a>,
     opts: IpcWriteOptions,
+    schema: SchemaRef,
     held: Vec<RecordBatch>,
+    /// Bytes written so far (the next message's offset).
+    offset: usize,
+    /// For a file: each message's block, for the footer.
+    blocks: Option<Vec<arrow::ipc::Block>>,
 }
 
-impl StreamOut<'_> {
+impl<'a> IpcOut<'a> {
+    fn new(mut out: Box<dyn Write + Send + 'a>, schema: &SchemaRef, opts: IpcWriteOptions, file: bool) -> Result<Self> {
+        // The header as arrow-ipc's writer writes it (nothing after it is kept).
+        let header = if file {
+            let mut w = FileWriter::try_new_with_options(Vec::new(), schema, opts.clone()).map_err(ipc_err)?;
+            std::mem::take(w.get_mut())
+        } else {
+            let mut w = StreamWriter::try_new_with_options(Vec::new(), schema, opts.clone()).map_err(ipc_err)?;
+            std::mem::take(w.get_mut())
+        };
+        out.write_all(&header).map_err(out_err)?;
+        let blocks = file.then(Vec::new);
+        Ok(IpcOut { out, opts, schema: schema.clone(), held: Vec::new(), offset: header.len(), blocks })
+    }
+
     fn write(&mut self, batch: &RecordBatch) -> Result<()> {
         self.held.push(batch.clone());
         if self.held.len() >= 2 * rayon::current_num_threads() {
@@ -163,105 +175,60 @@ impl StreamOut<'_> {
 
     /// Encodes the held batches in parallel and writes their messages in order.
     fn encode(&mut self) -> Result<()> {
-        let messages = encode_messages(&self.held, &self.opts)?;
-        self.held.clear();
-        for (m, _) in messages {
-            self.writer.get_mut().write_all(&m).map_err(out_err)?;
-        }
-        Ok(())
-    }
-}
-
-/// An encoded IPC message and its (padded header, body) lengths.
-type Message = (Vec<u8>, (usize, usize));
-
-/// The IPC record batch messages of `batches` (schemas without dictionaries), encoded in
-/// parallel as arrow-ipc's writers encode them, with their header and body lengths (what
-/// an IPC file's footer records of each).
-fn encode_messages(batches: &[RecordBatch], opts: &IpcWriteOptions) -> Result<Vec<Message>> {
-    use arrow::ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteContext, write_message};
-    use rayon::prelude::*;
-    batches
-        .par_iter()
-        .map(|b| -> std::result::Result<_, arrow::error::ArrowError> {
-            let mut tracker = DictionaryTracker::new(false);
-            let (_, message) = IpcDataGenerator::default().encode(b, &mut tracker, opts, &mut IpcWriteContext::default())?;
-            let mut out = Vec::new();
-            let lens = write_message(&mut out, message, opts)?;
-            Ok((out, lens))
-        })
-        .collect::<std::result::Result<_, _>>()
-        .map_err(ipc_err)
-}
-
-/// Arrow IPC file output with its record batch messages encoded in parallel, as
-/// [`StreamOut`]; the header (magic, schema message) is what arrow-ipc's `FileWriter`
-/// writes, and the footer (the schema and each message's offset and lengths) is built as
-/// it builds it: the same bytes (tested). Schemas without dictionaries only.
-struct FileOut<'a> {
-    out: Box<dyn Write + Send + 'a>,
-    opts: IpcWriteOptions,
-    schema: SchemaRef,
-    held: Vec<RecordBatch>,
-    /// Bytes written so far (the next message's offset).
-    offset: usize,
-    blocks: Vec<arrow::ipc::Block>,
-}
-
-impl<'a> FileOut<'a> {
-    fn new(mut out: Box<dyn Write + Send + 'a>, schema: &SchemaRef, opts: IpcWriteOptions) -> Result<Self> {
-        // The header as FileWriter writes it (its footer is never written).
-        let mut header = FileWriter::try_new_with_options(Vec::new(), schema, opts.clone()).map_err(ipc_err)?;
-        let header = std::mem::take(header.get_mut());
-        out.write_all(&header).map_err(out_err)?;
-        Ok(FileOut { out, opts, schema: schema.clone(), held: Vec::new(), offset: header.len(), blocks: Vec::new() })
-    }
-
-    fn write(&mut self, batch: &RecordBatch) -> Result<()> {
-        self.held.push(batch.clone());
-        if self.held.len() >= 2 * rayon::current_num_threads() {
-            self.encode()?;
-        }
-        Ok(())
-    }
-
-    fn encode(&mut self) -> Result<()> {
-        let messages = encode_messages(&self.held, &self.opts)?;
+        use arrow::ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteContext, write_message};
+        use rayon::prelude::*;
+        let opts = &self.opts;
+        let messages: Vec<Message> = self
+            .held
+            .par_iter()
+            .map(|b| -> std::result::Result<_, arrow::error::ArrowError> {
+                let mut tracker = DictionaryTracker::new(false);
+                let (_, message) = IpcDataGenerator::default().encode(b, &mut tracker, opts, &mut IpcWriteContext::default())?;
+                let mut out = Vec::new();
+                let lens = write_message(&mut out, message, opts)?;
+                Ok((out, lens))
+            })
+            .collect::<std::result::Result<_, _>>()
+            .map_err(ipc_err)?;
         self.held.clear();
         for (m, (header, body)) in messages {
             self.out.write_all(&m).map_err(out_err)?;
-            self.blocks.push(arrow::ipc::Block::new(self.offset as i64, header as i32, body as i64));
+            if let Some(blocks) = &mut self.blocks {
+                blocks.push(arrow::ipc::Block::new(self.offset as i64, header as i32, body as i64));
+            }
             self.offset += header + body;
         }
         Ok(())
     }
 
-    /// The rest of the messages, the end-of-stream marker, the footer, its length and the
-    /// closing magic.
+    /// The rest of the messages, the end-of-stream marker and, for a file, the footer, its
+    /// length and the closing magic.
     fn finish(mut self) -> Result<()> {
         self.encode()?;
         // End of stream: the continuation marker and a zero length (IPC format V5).
         self.out.write_all(&[0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]).map_err(out_err)?;
-        let mut fbb = flatbuffers::FlatBufferBuilder::new();
-        let dictionaries = fbb.create_vector::<arrow::ipc::Block>(&[]);
-        let record_batches = fbb.create_vector(&self.blocks);
-        let mut tracker = arrow::ipc::writer::DictionaryTracker::new(true);
-        let schema = arrow::ipc::convert::IpcSchemaEncoder::new()
-            .with_dictionary_tracker(&mut tracker)
-            .schema_to_fb_offset(&mut fbb, &self.schema);
-        let root = {
-            let mut footer = arrow::ipc::FooterBuilder::new(&mut fbb);
-            footer.add_version(arrow::ipc::MetadataVersion::V5);
-            footer.add_schema(schema);
-            footer.add_dictionaries(dictionaries);
-            footer.add_recordBatches(record_batches);
-            footer.finish()
-        };
-        fbb.finish(root, None);
-        let data = fbb.finished_data();
-        self.out.write_all(data).map_err(out_err)?;
-        self.out.write_all(&(data.len() as i32).to_le_bytes()).map_err(out_err)?;
-        self.out.write_all(b"ARROW1").map_err(out_err)?;
+        if let Some(blocks) = &self.blocks {
+            let mut fbb = flatbuffers::FlatBufferBuilder::new();
+            let dictionaries = fbb.create_vector::<arrow::ipc::Block>(&[]);
+            let record_batches = fbb.create_vector(blocks);
+            let mut tracker = arrow::ipc::writer::DictionaryTracker::new(true);
+            let schema = arrow::ipc::convert::IpcSchemaEncoder::new()
+                .with_dictionary_tracker(&mut tracker)
+                .schema_to_fb_offset(&mut fbb, &self.schema);
+            let root = {
+                let mut footer = arrow::ipc::FooterBuilder::new(&mut fbb);
+                footer.add_version(arrow::ipc::MetadataVersion::V5);
+                footer.add_schema(schema);
+                footer.add_dictionaries(dictionaries);
+                footer.add_recordBatches(record_batches);
+                footer.finish()
+            };
+            fbb.finish(root, None);
+            let data = fbb.finished_data();
+            self.out.write_all(data).map_err(out_err)?;
+            self.out.write_all(&(data.len() as i32).to_le_bytes()).map_err(out_err)?;
+            self.out.write_all(b"ARROW1").map_err(out_err)?;
+        }
         self.out.flush().map_err(out_err)
     }
 }
@@ -471,8 +438,8 @@ fn open<'a>(format: Format, input: Input<'a>, opts: &ReadOptions) -> Result<Box<
                     let schema = r.schema();
                     if rayon::current_num_threads() > 1 && r.num_batches() > 1 {
                         let total = r.num_batches();
-                        let batches = IpcFileBatches { file, next: 0, total, ready: Default::default(), bad: b };
-                        return fit(Box::new(batches), schema);
+                        let batches = IpcFileBatches { file, bad: b };
+                        return fit(Box::new(Rounds::new(batches, total, IPC_BATCHES_PER_TASK)), schema);
                     }
                     fit(Box::new(r.map(move |x| x.map_err(&b))), schema)
                 }
@@ -544,8 +511,9 @@ fn parquet_batches<'a, T: parquet::file::reader::ChunkReader + Clone + 'static>(
         && groups.len() > 1
         && groups.iter().all(|g| decoded_bytes(g).is_some_and(|b| b <= PARALLEL_ROW_GROUP_BYTES))
     {
-        let rg = RowGroups { src, meta, next: 0, ready: Default::default(), bad, source: source.to_path_buf() };
-        return Ok((Box::new(rg), schema));
+        let total = meta.metadata().num_row_groups();
+        let rg = RowGroups { src, meta, bad, source: source.to_path_buf() };
+        return Ok((Box::new(Rounds::new(rg, total, 1)), schema));
     }
     let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(src, meta)
         .with_batch_size(READ_BATCH_ROWS)
@@ -554,17 +522,32 @@ fn parquet_batches<'a, T: parquet::file::reader::ChunkReader + Clone + 'static>(
     Ok((Box::new(reader.map(move |x| x.map_err(&bad))), schema))
 }
 
-/// A Parquet file's batches, its row groups decoded a group of them at a time (one per
-/// thread of the current rayon pool) in parallel, each by its own arrow-rs reader over the
-/// shared source (positioned reads), and returned in file order; the first error ends them.
+/// A Parquet file's row groups, each decoded by its own arrow-rs reader over the shared
+/// source (positioned reads), a row group per task of [`Rounds`].
 struct RowGroups<T, B> {
     src: T,
     meta: parquet::arrow::arrow_reader::ArrowReaderMetadata,
-    /// The next row group to decode.
-    next: usize,
-    ready: std::collections::VecDeque<Result<RecordBatch>>,
     bad: B,
     source: std::path::PathBuf,
+}
+
+impl<T, B> RangeDecoder for RowGroups<T, B>
+where
+    T: parquet::file::reader::ChunkReader + Clone + 'static,
+    B: Fn(arrow::error::ArrowError) -> Error + Sync,
+{
+    fn decode(&self, range: std::ops::Range<usize>) -> Vec<Result<RecordBatch>> {
+        let mut out = Vec::new();
+        for rg in range {
+            let batches = self.row_group(rg);
+            let failed = batches.last().is_some_and(|b| b.is_err());
+            out.extend(batches);
+            if failed {
+                break;
+            }
+        }
+        out
+    }
 }
 
 impl<T, B> RowGroups<T, B>
@@ -573,7 +556,7 @@ where
     B: Fn(arrow::error::ArrowError) -> Error + Sync,
 {
     /// The batches of row group `rg`; an error is the last.
-    fn decode(&self, rg: usize) -> Vec<Result<RecordBatch>> {
+    fn row_group(&self, rg: usize) -> Vec<Result<RecordBatch>> {
         let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(self.src.clone(), self.meta.clone())
             .with_batch_size(READ_BATCH_ROWS)
             .with_row_groups(vec![rg])
@@ -591,41 +574,6 @@ where
                 out
             }
             Err(e) => vec![Err(corrupt(&self.source, format!("Parquet row group {} (from 1): {e}", rg + 1)))],
-        }
-    }
-}
-
-impl<T, B> Iterator for RowGroups<T, B>
-where
-    T: parquet::file::reader::ChunkReader + Clone + 'static,
-    B: Fn(arrow::error::ArrowError) -> Error + Sync,
-{
-    type Item = Result<RecordBatch>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        use rayon::prelude::*;
-        loop {
-            if let Some(b) = self.ready.pop_front() {
-                if b.is_err() {
-                    self.ready.clear();
-                    self.next = usize::MAX;
-                }
-                return Some(b);
-            }
-            let total = self.meta.metadata().num_row_groups();
-            if self.next >= total {
-                return None;
-            }
-            let end = (self.next + rayon::current_num_threads().max(1)).min(total);
-            let decoded: Vec<Vec<Result<RecordBatch>>> = (self.next..end).into_par_iter().map(|rg| self.decode(rg)).collect();
-            self.next = end;
-            for batches in decoded {
-                let failed = batches.last().is_some_and(|b| b.is_err());
-                self.ready.extend(batches);
-                if failed {
-                    break;
-                }
-            }
         }
     }
 }
@@ -672,24 +620,18 @@ impl std::io::Seek for PreadSeek {
     }
 }
 
-/// Record batches of an Arrow IPC file decoded in parallel: each round, every thread of
-/// the current rayon pool decodes [`IPC_BATCHES_PER_TASK`] consecutive batches with a
-/// `FileReader` of its own over positioned reads of the one file (the footer read again per
-/// task), and the batches come out in file order; the first error ends them.
+/// The record batches of an Arrow IPC file, [`IPC_BATCHES_PER_TASK`] consecutive ones per
+/// task of [`Rounds`], each task with a `FileReader` of its own over positioned reads of the
+/// one file (the footer read again per task).
 struct IpcFileBatches<B> {
     file: std::sync::Arc<std::fs::File>,
-    /// The next batch to decode, and how many the file has.
-    next: usize,
-    total: usize,
-    ready: std::collections::VecDeque<Result<RecordBatch>>,
     bad: B,
 }
 
 /// Batches one task of [`IpcFileBatches`] decodes.
 const IPC_BATCHES_PER_TASK: usize = 4;
 
-impl<B: Fn(arrow::error::ArrowError) -> Error + Sync> IpcFileBatches<B> {
-    /// Batches `range` of the file; an error is the last.
+impl<B: Fn(arrow::error::ArrowError) -> Error + Sync> RangeDecoder for IpcFileBatches<B> {
     fn decode(&self, range: std::ops::Range<usize>) -> Vec<Result<RecordBatch>> {
         let reader = arrow::ipc::reader::FileReader::try_new(PreadSeek::new(self.file.clone()), None);
         let mut r = match reader {
@@ -714,7 +656,31 @@ impl<B: Fn(arrow::error::ArrowError) -> Error + Sync> IpcFileBatches<B> {
     }
 }
 
-impl<B: Fn(arrow::error::ArrowError) -> Error + Sync> Iterator for IpcFileBatches<B> {
+/// What [`Rounds`] decodes: units (row groups, record batches) by index.
+trait RangeDecoder: Sync {
+    /// The batches of units `range`, in order; an error is the last.
+    fn decode(&self, range: std::ops::Range<usize>) -> Vec<Result<RecordBatch>>;
+}
+
+/// Batches decoded in rounds: each round, every thread of the current rayon pool decodes
+/// `per_task` consecutive units, and the batches come out in unit order; the first error
+/// ends them.
+struct Rounds<D> {
+    decoder: D,
+    /// The next unit to decode, and how many there are.
+    next: usize,
+    total: usize,
+    per_task: usize,
+    ready: std::collections::VecDeque<Result<RecordBatch>>,
+}
+
+impl<D: RangeDecoder> Rounds<D> {
+    fn new(decoder: D, total: usize, per_task: usize) -> Self {
+        Rounds { decoder, next: 0, total, per_task: per_task.max(1), ready: Default::default() }
+    }
+}
+
+impl<D: RangeDecoder> Iterator for Rounds<D> {
     type Item = Result<RecordBatch>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -730,12 +696,13 @@ impl<B: Fn(arrow::error::ArrowError) -> Error + Sync> Iterator for IpcFileBatche
             if self.next >= self.total {
                 return None;
             }
+            let (next, per, total) = (self.next, self.per_task, self.total);
             let tasks: Vec<std::ops::Range<usize>> = (0..rayon::current_num_threads().max(1))
-                .map(|t| self.next + t * IPC_BATCHES_PER_TASK..(self.next + (t + 1) * IPC_BATCHES_PER_TASK).min(self.total))
+                .map(|t| (next + t * per).min(total)..(next + (t + 1) * per).min(total))
                 .filter(|r| !r.is_empty())
                 .collect();
-            self.next = tasks.last().map_or(self.total, |r| r.end);
-            let decoded: Vec<Vec<Result<RecordBatch>>> = tasks.into_par_iter().map(|r| self.decode(r)).collect();
+            self.next = tasks.last().map_or(total, |r| r.end);
+            let decoded: Vec<Vec<Result<RecordBatch>>> = tasks.into_par_iter().map(|r| self.decoder.decode(r)).collect();
             for batches in decoded {
                 let failed = batches.last().is_some_and(|b| b.is_err());
                 self.ready.extend(batches);
