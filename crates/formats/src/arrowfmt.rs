@@ -433,12 +433,14 @@ fn open<'a>(format: Format, input: Input<'a>, opts: &ReadOptions) -> Result<Box<
             let b = bad.clone();
             match input {
                 Input::File(f) => {
+                    let len = f.metadata().map_err(|e| Error::Io { path: opts.source.clone(), source: e })?.len();
                     let file = std::sync::Arc::new(f);
-                    let r = arrow::ipc::reader::FileReader::try_new(PreadSeek::new(file.clone()), None).map_err(&bad)?;
+                    let r = arrow::ipc::reader::FileReader::try_new(tessera_io::PreadReader::new(file.clone(), 0, len), None)
+                        .map_err(&bad)?;
                     let schema = r.schema();
                     if rayon::current_num_threads() > 1 && r.num_batches() > 1 {
                         let total = r.num_batches();
-                        let batches = IpcFileBatches { file, bad: b };
+                        let batches = IpcFileBatches { file, len, bad: b };
                         return fit(Box::new(Rounds::new(batches, total, IPC_BATCHES_PER_TASK)), schema);
                     }
                     fit(Box::new(r.map(move |x| x.map_err(&b))), schema)
@@ -578,53 +580,12 @@ where
     }
 }
 
-/// A file read with positioned reads (`pread`) at a cursor of its own: arrow-ipc's
-/// `FileReader` over one shared file handle per thread, without a shared cursor.
-struct PreadSeek {
-    file: std::sync::Arc<std::fs::File>,
-    pos: u64,
-}
-
-impl PreadSeek {
-    fn new(file: std::sync::Arc<std::fs::File>) -> Self {
-        PreadSeek { file, pos: 0 }
-    }
-}
-
-impl Read for PreadSeek {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        #[cfg(unix)]
-        let n = std::os::unix::fs::FileExt::read_at(&*self.file, buf, self.pos)?;
-        #[cfg(windows)]
-        let n = std::os::windows::fs::FileExt::seek_read(&*self.file, buf, self.pos)?;
-        self.pos += n as u64;
-        Ok(n)
-    }
-}
-
-impl std::io::Seek for PreadSeek {
-    fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
-        let base = match to {
-            std::io::SeekFrom::Start(p) => {
-                self.pos = p;
-                return Ok(p);
-            }
-            std::io::SeekFrom::End(d) => (self.file.metadata()?.len(), d),
-            std::io::SeekFrom::Current(d) => (self.pos, d),
-        };
-        self.pos = base
-            .0
-            .checked_add_signed(base.1)
-            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "seek before the start of the file"))?;
-        Ok(self.pos)
-    }
-}
-
 /// The record batches of an Arrow IPC file, [`IPC_BATCHES_PER_TASK`] consecutive ones per
 /// task of [`Rounds`], each task with a `FileReader` of its own over positioned reads of the
-/// one file (the footer read again per task).
+/// one file ([`tessera_io::PreadReader`]; the footer read again per task).
 struct IpcFileBatches<B> {
     file: std::sync::Arc<std::fs::File>,
+    len: u64,
     bad: B,
 }
 
@@ -633,7 +594,7 @@ const IPC_BATCHES_PER_TASK: usize = 4;
 
 impl<B: Fn(arrow::error::ArrowError) -> Error + Sync> RangeDecoder for IpcFileBatches<B> {
     fn decode(&self, range: std::ops::Range<usize>) -> Vec<Result<RecordBatch>> {
-        let reader = arrow::ipc::reader::FileReader::try_new(PreadSeek::new(self.file.clone()), None);
+        let reader = arrow::ipc::reader::FileReader::try_new(tessera_io::PreadReader::new(self.file.clone(), 0, self.len), None);
         let mut r = match reader {
             Ok(r) => r,
             Err(e) => return vec![Err((self.bad)(e))],

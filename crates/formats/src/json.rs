@@ -403,13 +403,13 @@ impl<R: BufRead> JsonReader<R> {
         self.val.clear();
         // A number (or literal) that ends inside the buffered bytes, at once.
         let rest = &self.cur.buf[self.cur.pos..];
-        let n = rest.iter().take_while(|&&c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'+' | b'.')).count();
+        let n = rest.iter().take_while(|&&c| number_byte(c)).count();
         if n < rest.len() {
             self.val.extend_from_slice(&rest[..n]);
             self.cur.pos += n;
         }
         while let Some(c) = self.cur.peek().map_err(|e| self.io(e))? {
-            if c.is_ascii_alphanumeric() || matches!(c, b'-' | b'+' | b'.') {
+            if number_byte(c) {
                 self.val.push(c);
                 self.cur.bump();
             } else {
@@ -486,6 +486,7 @@ impl<R: BufRead> JsonReader<R> {
             let col = match self.schema.fields().get(next) {
                 _ if in_place => next,
                 Some(f) if f.name().as_bytes() == self.key.as_slice() => next,
+                // Another column's name, or the next one's written with escapes.
                 _ => self
                     .keys
                     .get(&self.key)
@@ -572,6 +573,12 @@ impl<R: BufRead + Send> BatchReader for JsonReader<R> {
     fn schema(&self) -> SchemaRef {
         self.schema.clone()
     }
+}
+
+/// Whether `c` belongs to an unquoted JSON value (a number, `true`, `false`, `null`).
+#[inline]
+fn number_byte(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, b'-' | b'+' | b'.')
 }
 
 /// Where the whole rows of `bytes` (which starts between rows) end: after the last line

@@ -410,9 +410,7 @@ fn write_parallel<'a>(
                 Some(Ok(b)) => group.push(b),
                 Some(Err(e)) => {
                     // The rows before the error are written first.
-                    for v in &bufs[..ready] {
-                        out.write_all(v).map_err(out_err)?;
-                    }
+                    write_all(&mut out, &bufs[..ready])?;
                     out.flush().map_err(out_err)?;
                     return Err(e);
                 }
@@ -420,12 +418,18 @@ fn write_parallel<'a>(
             }
         }
         std::mem::swap(&mut bufs, &mut written);
-        let write = || written[..ready].iter().try_for_each(|v| out.write_all(v).map_err(out_err));
+        let write = || write_all(&mut out, &written[..ready]);
         let encode_group = || {
             group
                 .par_iter()
                 .zip(bufs.par_iter_mut())
-                .try_for_each(|(b, v)| if b.num_rows() > 0 { encode(body, Some(b), v) } else { Ok(v.clear()) })
+                .try_for_each(|(b, v)| {
+                    if b.num_rows() > 0 {
+                        return encode(body, Some(b), v);
+                    }
+                    v.clear();
+                    Ok(())
+                })
         };
         let (w, e) = rayon::join(write, encode_group);
         w?;
@@ -435,6 +439,11 @@ fn write_parallel<'a>(
     }
     out.flush().map_err(out_err)?;
     Ok(rows)
+}
+
+/// Writes `bufs` to `out` in order.
+fn write_all(out: &mut impl Write, bufs: &[Vec<u8>]) -> Result<()> {
+    bufs.iter().try_for_each(|v| out.write_all(v).map_err(out_err))
 }
 
 /// A sink that counts the bytes passed through.

@@ -14,7 +14,7 @@
 mod parquet;
 mod tsv;
 
-pub use parquet::{FileRange, ParquetSource, open_parquet, open_parquet_streaming};
+pub use parquet::{FileRange, ParquetSource, PreadReader, open_parquet, open_parquet_streaming};
 pub use tsv::{TsvBlocks, read_tsv};
 
 /// Maximum rows of one chunk (morsel) produced by the readers of this crate.

@@ -893,16 +893,41 @@ impl Length for FileRange {
     }
 }
 
-/// Sequential reads from a file position up to the end of a [`FileRange`].
+/// Sequential reads of a file from a position up to `end` (a [`FileRange`]'s, or the
+/// file's length), with positioned reads (`pread`) at a cursor of its own: any number of
+/// them, on any threads, share one file handle (a cloned `File` would share its cursor).
+/// Seeks move only this cursor.
 pub struct PreadReader {
     file: Arc<File>,
     pos: u64,
     end: u64,
 }
 
+impl PreadReader {
+    /// Reads of `file` from `start`, ending at `end` (bytes past it read as the end of
+    /// input).
+    pub fn new(file: Arc<File>, start: u64, end: u64) -> Self {
+        PreadReader { file, pos: start, end }
+    }
+}
+
+impl std::io::Seek for PreadReader {
+    fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
+        let (base, delta) = match to {
+            std::io::SeekFrom::Start(p) => (p, 0),
+            std::io::SeekFrom::End(d) => (self.end, d),
+            std::io::SeekFrom::Current(d) => (self.pos, d),
+        };
+        self.pos = base
+            .checked_add_signed(delta)
+            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "seek before the start of the file"))?;
+        Ok(self.pos)
+    }
+}
+
 impl std::io::Read for PreadReader {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let left = usize::try_from(self.end - self.pos).unwrap_or(usize::MAX);
+        let left = usize::try_from(self.end.saturating_sub(self.pos)).unwrap_or(usize::MAX);
         let n = buf.len().min(left);
         if n == 0 {
             return Ok(0);
