@@ -439,9 +439,11 @@ fn open<'a>(format: Format, input: Input<'a>, opts: &ReadOptions) -> Result<Box<
                         .map_err(&bad)?;
                     let schema = r.schema();
                     if rayon::current_num_threads() > 1 && r.num_batches() > 1 {
-                        let total = r.num_batches();
-                        let batches = IpcFileBatches { file, len, bad: b };
-                        return fit(Box::new(Rounds::new(batches, total, IPC_BATCHES_PER_TASK)), schema);
+                        // The footer (verified by the reader above) gives the batches' blocks.
+                        if let Some(batches) = IpcFileBatches::open(file, len, schema.clone(), b.clone()).map_err(&bad)? {
+                            let total = batches.blocks.len();
+                            return fit(Box::new(Rounds::new(batches, total, IPC_BATCHES_PER_TASK)), schema);
+                        }
                     }
                     fit(Box::new(r.map(move |x| x.map_err(&b))), schema)
                 }
@@ -581,36 +583,82 @@ where
 }
 
 /// The record batches of an Arrow IPC file, [`IPC_BATCHES_PER_TASK`] consecutive ones per
-/// task of [`Rounds`], each task with a `FileReader` of its own over positioned reads of the
-/// one file ([`tessera_io::PreadReader`]; the footer read again per task).
+/// task of [`Rounds`]: each batch's block (its offset and lengths, from the footer read
+/// once) is read with positioned reads ([`tessera_io::PreadReader`]) into an aligned buffer
+/// and decoded by arrow-ipc's `FileDecoder`, shared by the tasks. Files without
+/// dictionaries only.
 struct IpcFileBatches<B> {
     file: std::sync::Arc<std::fs::File>,
+    /// The file's length: a block must lie within it.
     len: u64,
+    blocks: Vec<arrow::ipc::Block>,
+    decoder: arrow::ipc::reader::FileDecoder,
     bad: B,
 }
 
 /// Batches one task of [`IpcFileBatches`] decodes.
 const IPC_BATCHES_PER_TASK: usize = 4;
 
+impl<B> IpcFileBatches<B> {
+    /// The batches of `file` (`len` bytes, of `schema`); `None` for a file with
+    /// dictionaries (read by arrow-ipc's `FileReader`, which keeps them).
+    fn open(
+        file: std::sync::Arc<std::fs::File>,
+        len: u64,
+        schema: SchemaRef,
+        bad: B,
+    ) -> std::result::Result<Option<Self>, arrow::error::ArrowError> {
+        let mut tail = [0u8; 10];
+        let start = len.checked_sub(10).ok_or_else(|| arrow::error::ArrowError::ParseError("file too short".into()))?;
+        tessera_io::PreadReader::new(file.clone(), start, len).read_exact(&mut tail)?;
+        let footer_len = arrow::ipc::reader::read_footer_length(tail)? as u64;
+        let at = start.checked_sub(footer_len).ok_or_else(|| arrow::error::ArrowError::ParseError("footer past the file".into()))?;
+        let mut bytes = vec![0u8; footer_len as usize];
+        tessera_io::PreadReader::new(file.clone(), at, start).read_exact(&mut bytes)?;
+        let footer = arrow::ipc::root_as_footer(&bytes)
+            .map_err(|e| arrow::error::ArrowError::ParseError(format!("Unable to get root as footer: {e:?}")))?;
+        if footer.dictionaries().is_some_and(|d| !d.is_empty()) {
+            return Ok(None);
+        }
+        let blocks = footer.recordBatches().map(|b| b.iter().copied().collect()).unwrap_or_default();
+        let decoder = arrow::ipc::reader::FileDecoder::new(schema, footer.version());
+        Ok(Some(IpcFileBatches { file, len, blocks, decoder, bad }))
+    }
+}
+
+impl<B: Fn(arrow::error::ArrowError) -> Error + Sync> IpcFileBatches<B> {
+    /// Batch `i`, read and decoded.
+    fn batch(&self, i: usize) -> std::result::Result<Option<RecordBatch>, arrow::error::ArrowError> {
+        let block = &self.blocks[i];
+        let (offset, len) = (block.offset(), i64::from(block.metaDataLength()) + block.bodyLength());
+        // Checked against the file before the buffer is allocated (a damaged footer can
+        // claim any length).
+        let (Ok(offset), Ok(len)) = (u64::try_from(offset), usize::try_from(len)) else {
+            return Err(arrow::error::ArrowError::ParseError(format!("record batch {i}: offset {offset}, length {len}")));
+        };
+        if offset.checked_add(len as u64).is_none_or(|end| end > self.len) {
+            return Err(arrow::error::ArrowError::ParseError(format!(
+                "record batch {i}: {len} bytes at offset {offset} pass the end of the file ({} bytes)",
+                self.len
+            )));
+        }
+        let mut buf = arrow::buffer::MutableBuffer::from_len_zeroed(len);
+        tessera_io::PreadReader::new(self.file.clone(), offset, offset.saturating_add(len as u64)).read_exact(buf.as_slice_mut())?;
+        self.decoder.read_record_batch(block, &buf.into())
+    }
+}
+
 impl<B: Fn(arrow::error::ArrowError) -> Error + Sync> RangeDecoder for IpcFileBatches<B> {
     fn decode(&self, range: std::ops::Range<usize>) -> Vec<Result<RecordBatch>> {
-        let reader = arrow::ipc::reader::FileReader::try_new(tessera_io::PreadReader::new(self.file.clone(), 0, self.len), None);
-        let mut r = match reader {
-            Ok(r) => r,
-            Err(e) => return vec![Err((self.bad)(e))],
-        };
-        if let Err(e) = r.set_index(range.start) {
-            return vec![Err((self.bad)(e))];
-        }
         let mut out = Vec::with_capacity(range.len());
-        for _ in range {
-            match r.next() {
-                Some(Ok(b)) => out.push(Ok(b)),
-                Some(Err(e)) => {
+        for i in range {
+            match self.batch(i) {
+                Ok(Some(b)) => out.push(Ok(b)),
+                Ok(None) => {}
+                Err(e) => {
                     out.push(Err((self.bad)(e)));
                     break;
                 }
-                None => break,
             }
         }
         out
