@@ -178,7 +178,7 @@ pub fn execute_stream_in<R>(
     let input = scan::open(p, query)?;
     let schema = scan::stream_schema(p, &input);
     // Two morsels in flight per worker: enough to keep them busy while the consumer writes.
-    let (tx, rx) = std::sync::mpsc::sync_channel(settings.max_threads.max(1) * 2);
+    let (tx, rx) = scan::morsel_channel(settings.max_threads.max(1) * 2);
     let mut order = scan::TableOrder::new(rx, p, schema.clone());
     let (consumed, produced) = std::thread::scope(|s| {
         let producer = s.spawn(|| scan::execute_stream(p, &input, settings, &pool, query, tx));

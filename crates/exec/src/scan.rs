@@ -56,8 +56,42 @@ pub(crate) fn streams(plan: &ScanPlan) -> bool {
 }
 
 /// Where a streamed scan's workers send each morsel's answer: (morsel, its batches, none
-/// when no row passed).
-pub(crate) type MorselSender = std::sync::mpsc::SyncSender<(usize, Vec<RecordBatch>)>;
+/// when no row passed), over a channel to its [`TableOrder`].
+///
+/// The answers not yet taken by the receiver are bounded by morsel number, not by count:
+/// morsel `m` is sent only once `m < taken + window`, where `taken` is the number of morsels
+/// the receiver has passed on in table order. A bound on the channel alone does not bound
+/// memory: while one worker is slow on morsel `k` (on a machine with fewer cores than
+/// threads, descheduled), the receiver must drain the channel to find `k`, and the other
+/// workers' later morsels pile up in its reorder map (795 MB of a 100M-row `numbers` read
+/// into Native on 2 vCPUs). The worker holding morsel `taken` is never held back.
+pub(crate) struct MorselSender {
+    tx: std::sync::mpsc::Sender<(usize, Vec<RecordBatch>)>,
+    taken: Arc<AtomicUsize>,
+    window: usize,
+    /// The scan's workers, and how many of them have started ([`send_morsel`]).
+    workers: AtomicUsize,
+    started: AtomicUsize,
+}
+
+/// The receiving end of a [`MorselSender`] and the count of morsels taken, for a
+/// [`TableOrder`].
+pub(crate) type MorselReceiver = (std::sync::mpsc::Receiver<(usize, Vec<RecordBatch>)>, Arc<AtomicUsize>);
+
+/// A channel for a streamed scan with `window` morsels in flight beyond the receiver's
+/// position (at least 1).
+pub(crate) fn morsel_channel(window: usize) -> (MorselSender, MorselReceiver) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let taken = Arc::new(AtomicUsize::new(0));
+    let sender = MorselSender {
+        tx,
+        taken: taken.clone(),
+        window: window.max(1),
+        workers: AtomicUsize::new(usize::MAX),
+        started: AtomicUsize::new(0),
+    };
+    (sender, (rx, taken))
+}
 
 /// The input of a scan plan: the columns it reads.
 pub(crate) fn open<'a>(plan: &'a ScanPlan, query: &'a QueryContext) -> Result<Input<'a>> {
@@ -98,24 +132,25 @@ pub(crate) fn execute_stream(
     Ok(Profile { morsels_skipped: input.skipped(), ..profile })
 }
 
-/// Sends a morsel's answer to a streamed scan's receiver. While the channel is full the
-/// worker runs other jobs of its pool (rayon's `yield_now`), else sleeps 100 us: a worker
-/// blocked in a plain send would hold its pool thread, and a consumer that waits for
-/// another query on the same pool (an embedder's closure running one) would wait forever.
+/// Sends a morsel's answer to a streamed scan's receiver once the receiver is within the
+/// sender's window of it ([`MorselSender`]). Until then the worker runs other jobs of its
+/// pool (rayon's `yield_now`), else sleeps 100 us: a worker blocked in a plain wait would
+/// hold its pool thread, and a consumer that waits for another query on the same pool (an
+/// embedder's closure running one) would wait forever. Other jobs run only once every
+/// worker of the scan has started: the job taken could else be the scan's own next worker,
+/// which would wait for the morsel this one holds, below it on the same stack. A receiver
+/// that is gone ends the wait.
 fn send_morsel(tx: &MorselSender, item: (usize, Vec<RecordBatch>)) -> Result<()> {
-    let mut item = item;
-    loop {
-        match tx.try_send(item) {
-            Ok(()) => return Ok(()),
-            Err(std::sync::mpsc::TrySendError::Disconnected(_)) => return Err(tessera_common::Error::Cancelled),
-            Err(std::sync::mpsc::TrySendError::Full(back)) => {
-                item = back;
-                if rayon::yield_now() != Some(rayon::Yield::Executed) {
-                    std::thread::sleep(std::time::Duration::from_micros(100));
-                }
-            }
+    while item.0 >= tx.taken.load(Ordering::Acquire) + tx.window {
+        if Arc::strong_count(&tx.taken) == 1 {
+            return Err(tessera_common::Error::Cancelled);
+        }
+        let all_started = tx.started.load(Ordering::Acquire) >= tx.workers.load(Ordering::Acquire);
+        if !all_started || rayon::yield_now() != Some(rayon::Yield::Executed) {
+            std::thread::sleep(std::time::Duration::from_micros(100));
         }
     }
+    tx.tx.send(item).map_err(|_| tessera_common::Error::Cancelled)
 }
 
 /// Puts a streamed scan's morsels back in table order and applies its OFFSET (it has no
@@ -124,6 +159,8 @@ fn send_morsel(tx: &MorselSender, item: (usize, Vec<RecordBatch>)) -> Result<()>
 /// the morsels that finished before an earlier one (about one per worker).
 pub(crate) struct TableOrder {
     rx: std::sync::mpsc::Receiver<(usize, Vec<RecordBatch>)>,
+    /// `next`, shared with the senders ([`MorselSender`]).
+    taken: Arc<AtomicUsize>,
     /// Morsels received ahead of `next`.
     early: std::collections::BTreeMap<usize, Vec<RecordBatch>>,
     next: usize,
@@ -136,9 +173,10 @@ pub(crate) struct TableOrder {
 }
 
 impl TableOrder {
-    pub(crate) fn new(rx: std::sync::mpsc::Receiver<(usize, Vec<RecordBatch>)>, plan: &ScanPlan, schema: SchemaRef) -> Self {
+    pub(crate) fn new((rx, taken): MorselReceiver, plan: &ScanPlan, schema: SchemaRef) -> Self {
         TableOrder {
             rx,
+            taken,
             early: Default::default(),
             next: 0,
             ready: Default::default(),
@@ -168,6 +206,7 @@ impl Iterator for TableOrder {
             match self.early.remove(&self.next) {
                 Some(batches) => {
                     self.next += 1;
+                    self.taken.store(self.next, Ordering::Release);
                     self.ready.extend(batches);
                 }
                 None => match self.rx.recv() {
@@ -403,7 +442,16 @@ fn run(
             query.resize(accounted, bytes + *runs_bytes, op)?;
             Ok(())
     };
-    let parts = run_morsels(pool, settings.max_threads, chunk_lens.len(), ScanWorker::default, |w, m| {
+    if let Some(tx) = stream {
+        tx.workers.store(crate::pool::workers(settings.max_threads, chunk_lens.len()), Ordering::Release);
+    }
+    let init = || {
+        if let Some(tx) = stream {
+            tx.started.fetch_add(1, Ordering::AcqRel);
+        }
+        ScanWorker::default()
+    };
+    let parts = run_morsels(pool, settings.max_threads, chunk_lens.len(), init, |w, m| {
         work(w, m)?;
         if let Some(tx) = stream {
             // Streamed: the morsel's answer goes to the receiver at once (nothing when no
@@ -659,5 +707,37 @@ fn project(e: &ScalarExpr, arr: ArrayRef, kern: &Kernels) -> ArrayRef {
             let nulls = arr.logical_nulls();
             Arc::new(UInt8Array::new(mins.into(), nulls)) as ArrayRef
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A worker's morsel beyond the receiver's window waits for the receiver; the morsel
+    /// the receiver waits for never does, so a slow worker cannot make the others' later
+    /// morsels pile up in memory.
+    #[test]
+    fn streamed_morsels_wait_for_the_receivers_window() {
+        let (tx, (rx, taken)) = morsel_channel(2);
+        tx.workers.store(1, Ordering::Release);
+        tx.started.store(1, Ordering::Release);
+        std::thread::scope(|s| {
+            let worker = s.spawn(|| [1, 2, 3].into_iter().try_for_each(|m| send_morsel(&tx, (m, Vec::new()))));
+            // Morsel 1 is inside the window (morsels 0 and 1, nothing taken yet).
+            assert_eq!(rx.recv().unwrap().0, 1);
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            assert!(rx.try_recv().is_err(), "morsel 2 was sent before morsel 0 was taken");
+            // The receiver takes morsel 0 (a slow worker's), then 1: 2 and 3 may come.
+            taken.store(1, Ordering::Release);
+            assert_eq!(rx.recv().unwrap().0, 2);
+            taken.store(2, Ordering::Release);
+            assert_eq!(rx.recv().unwrap().0, 3);
+            worker.join().unwrap().unwrap();
+        });
+        // A receiver that is gone ends a wait with Cancelled.
+        let (tx, receiver) = morsel_channel(1);
+        drop(receiver);
+        assert!(matches!(send_morsel(&tx, (5, Vec::new())), Err(tessera_common::Error::Cancelled)));
     }
 }
