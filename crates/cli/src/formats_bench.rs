@@ -249,7 +249,7 @@ pub(crate) fn run(args: FormatsArgs) -> Result<()> {
                     let _ = std::fs::remove_file(&file);
                     measure(|| {
                         let f = std::fs::File::create(&file).map_err(|e| Error::Io { path: file.clone(), source: e })?;
-                        db.write_query(&sql, format, &opts, std::io::BufWriter::with_capacity(tessera_engine::SINK_BUFFER_BYTES, f))
+                        db.write_query(&sql, format, &opts, tessera_engine::FileSink::with_capacity(tessera_engine::SINK_BUFFER_BYTES, f))
                     })
                 })?;
                 let bytes = stats.bytes;

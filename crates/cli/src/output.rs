@@ -44,7 +44,7 @@ pub(crate) fn answer(
     cancel: &CancelToken,
 ) -> Result<Profile> {
     let mut sink: Box<dyn Write + Send> = match out {
-        Some(p) => Box::new(std::io::BufWriter::with_capacity(
+        Some(p) => Box::new(tessera_engine::FileSink::with_capacity(
             tessera_engine::SINK_BUFFER_BYTES,
             std::fs::File::create(p).map_err(|e| Error::Io { path: p.into(), source: e })?,
         )),

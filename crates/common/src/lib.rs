@@ -10,12 +10,14 @@ mod error;
 pub mod float;
 mod kind;
 mod settings;
+mod sink;
 mod table;
 mod values;
 
 pub use error::{Error, Result};
 pub use kind::is_int_like;
 pub use values::Values;
+pub use sink::FileSink;
 pub use settings::{Settings, TemporaryFilesCodec, default_threads, physical_memory};
 pub use table::{ColumnChunks, ColumnRange, ColumnSource, PrunedSource, RangeValue, Table, is_supported_type};
 

@@ -52,7 +52,7 @@ pub use tessera_common::{Error, Result, Settings, Table};
 use tessera_exec::Pools;
 pub use tessera_exec::{Batches, CancelToken, Profile, QueryContext, ServerMemory};
 use tessera_sql::Statement;
-pub use tessera_formats::{BatchReader, Compression, Format, Input, ReadOptions, SINK_BUFFER_BYTES, WriteOptions, WriteStats};
+pub use tessera_formats::{BatchReader, Compression, FileSink, Format, Input, ReadOptions, SINK_BUFFER_BYTES, WriteOptions, WriteStats};
 pub use tessera_storage::{Codec, DEFAULT_BLOCK_CACHE_BYTES, DEFAULT_GRANULE_ROWS, DiskTable, TableOptions};
 
 /// A set of named tables plus default settings and thread pools.
