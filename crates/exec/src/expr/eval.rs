@@ -531,25 +531,36 @@ fn eval_func(func: &Func, args: &[Expr], dtype: &DataType, cols: &[Option<ArrayR
 }
 
 /// Integer `a` as integer type `to`, keeping the low bits (two's complement), as
-/// ClickHouse's CAST between integer types does.
+/// ClickHouse's CAST between integer types does. One pass from each source type to each
+/// target type (`v as T`, which truncates or sign/zero-extends exactly so).
 fn wrapping_int_cast(a: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
     use arrow::datatypes::*;
-    // Every integer type's bits as i64 (UInt64 reinterpreted), then truncated to `to`.
-    let wide: PrimitiveArray<Int64Type> = match a.data_type() {
-        DataType::UInt64 => a.as_primitive::<UInt64Type>().unary(|v| v as i64),
-        _ => cast_with_options(a, &DataType::Int64, &CastOptions { safe: false, ..Default::default() })?
-            .as_primitive::<Int64Type>()
-            .clone(),
-    };
-    Ok(match to {
-        DataType::Int8 => Arc::new(wide.unary::<_, Int8Type>(|v| v as i8)),
-        DataType::Int16 => Arc::new(wide.unary::<_, Int16Type>(|v| v as i16)),
-        DataType::Int32 => Arc::new(wide.unary::<_, Int32Type>(|v| v as i32)),
-        DataType::Int64 => Arc::new(wide),
-        DataType::UInt8 => Arc::new(wide.unary::<_, UInt8Type>(|v| v as u8)),
-        DataType::UInt16 => Arc::new(wide.unary::<_, UInt16Type>(|v| v as u16)),
-        DataType::UInt32 => Arc::new(wide.unary::<_, UInt32Type>(|v| v as u32)),
-        DataType::UInt64 => Arc::new(wide.unary::<_, UInt64Type>(|v| v as u64)),
-        other => return Err(Error::internal(format!("integer cast to {other}"))),
+    macro_rules! to {
+        ($src:ty, $a:expr) => {{
+            let a = $a.as_primitive::<$src>();
+            let out: ArrayRef = match to {
+                DataType::Int8 => Arc::new(a.unary::<_, Int8Type>(|v| v as i8)),
+                DataType::Int16 => Arc::new(a.unary::<_, Int16Type>(|v| v as i16)),
+                DataType::Int32 => Arc::new(a.unary::<_, Int32Type>(|v| v as i32)),
+                DataType::Int64 => Arc::new(a.unary::<_, Int64Type>(|v| v as i64)),
+                DataType::UInt8 => Arc::new(a.unary::<_, UInt8Type>(|v| v as u8)),
+                DataType::UInt16 => Arc::new(a.unary::<_, UInt16Type>(|v| v as u16)),
+                DataType::UInt32 => Arc::new(a.unary::<_, UInt32Type>(|v| v as u32)),
+                DataType::UInt64 => Arc::new(a.unary::<_, UInt64Type>(|v| v as u64)),
+                other => return Err(Error::internal(format!("integer cast to {other}"))),
+            };
+            out
+        }};
+    }
+    Ok(match a.data_type() {
+        DataType::Int8 => to!(Int8Type, a),
+        DataType::Int16 => to!(Int16Type, a),
+        DataType::Int32 => to!(Int32Type, a),
+        DataType::Int64 => to!(Int64Type, a),
+        DataType::UInt8 => to!(UInt8Type, a),
+        DataType::UInt16 => to!(UInt16Type, a),
+        DataType::UInt32 => to!(UInt32Type, a),
+        DataType::UInt64 => to!(UInt64Type, a),
+        other => return Err(Error::internal(format!("integer cast from {other}"))),
     })
 }
