@@ -5,6 +5,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bytes;
 pub mod calendar;
 mod error;
 pub mod float;

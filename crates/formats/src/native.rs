@@ -52,7 +52,7 @@ pub(crate) fn put_varuint(out: &mut Vec<u8>, mut v: u64) {
 #[inline]
 pub(crate) fn put_string(out: &mut Vec<u8>, s: &[u8]) {
     put_varuint(out, s.len() as u64);
-    out.extend_from_slice(s);
+    tessera_common::bytes::extend_short(out, s);
 }
 
 /// Reads a VarUInt; `Ok(None)` at the end of input before its first byte.
