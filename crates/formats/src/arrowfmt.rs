@@ -8,7 +8,7 @@
 use std::io::{Read, Write};
 
 use arrow::array::RecordBatch;
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{DataType, SchemaRef};
 use arrow::ipc::CompressionType;
 use arrow::ipc::writer::{FileWriter, IpcWriteOptions, StreamWriter};
 use parquet::arrow::ArrowWriter;
@@ -16,6 +16,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::file::properties::WriterProperties;
 use tessera_common::{Error, Result};
 
+use crate::parallel::{Framing, ParallelChunks, Position, Walk};
 use crate::{BatchReader, BatchWriter, Compression, Format, Input, READ_BATCH_ROWS, ReadOptions, corrupt, out_err};
 
 /// Rows per Parquet row group written: 1,048,576 (the parquet crate's default; ClickHouse
@@ -420,10 +421,23 @@ fn open<'a>(format: Format, input: Input<'a>, opts: &ReadOptions) -> Result<Box<
     };
     match format {
         Format::ArrowStream => {
-            let src: Box<dyn Read + Send + 'a> = match input {
+            let mut src: Box<dyn Read + Send + 'a> = match input {
                 Input::File(f) => Box::new(f),
                 Input::Stream(s) => s,
             };
+            if rayon::current_num_threads() > 1 {
+                let mut head = Vec::new();
+                match IpcStreamFraming::open(&mut src, &mut head, bad.clone()) {
+                    Ok(Some((framing, schema))) => {
+                        let at = Position { units: 1, rows: 0, bytes: head.len() as u64 };
+                        let src = std::io::BufReader::with_capacity(1 << 20, src);
+                        return fit(Box::new(ParallelChunks::new(src, framing, schema.clone(), opts.source.clone(), at, None)), schema);
+                    }
+                    // Dictionaries, or a first message that is not a schema: arrow-ipc's
+                    // reader reads the stream from its start (and reports what is wrong).
+                    Ok(None) | Err(_) => src = Box::new(std::io::Cursor::new(head).chain(src)),
+                }
+            }
             let r = arrow::ipc::reader::StreamReader::try_new(std::io::BufReader::with_capacity(1 << 20, src), None).map_err(&bad)?;
             let schema = r.schema();
             let b = bad.clone();
@@ -660,6 +674,151 @@ impl<B: Fn(arrow::error::ArrowError) -> Error + Sync> RangeDecoder for IpcFileBa
                     break;
                 }
             }
+        }
+        out
+    }
+}
+
+/// An Arrow IPC stream's messages as the units of [`ParallelChunks`] (parallel parsing):
+/// each chunk of whole messages is decoded by its own arrow-ipc `StreamDecoder`, given the
+/// stream's schema message first, so record batches (and their LZ4/ZSTD buffers) decode on
+/// every thread. Streams without dictionaries only: a dictionary batch must be seen by
+/// every batch after it, so those streams take arrow-ipc's `StreamReader`. The
+/// end-of-stream marker ends the input (the bytes after it are not read), as for
+/// `StreamReader`.
+struct IpcStreamFraming<B> {
+    /// The stream's first message (its schema), as read.
+    schema_message: Vec<u8>,
+    bad: B,
+}
+
+/// The IPC message at the start of `buf`: its length and rows (those of a record batch),
+/// or `None` for the end-of-stream marker. Both the current framing (continuation marker
+/// `0xFFFFFFFF`, then the metadata length) and the pre-1.0 one (the length alone).
+fn ipc_message(buf: &[u8]) -> std::result::Result<Option<(usize, u64)>, Walk> {
+    let word = |at: usize| buf.get(at..at + 4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])).ok_or(Walk::Short);
+    let (prefix, meta) = match word(0)? {
+        0xFFFF_FFFF => (8, word(4)? as usize),
+        len => (4, len as usize),
+    };
+    if meta == 0 {
+        return Ok(None);
+    }
+    let metadata = buf.get(prefix..prefix + meta).ok_or(Walk::Short)?;
+    let message = arrow::ipc::root_as_message(metadata).map_err(|_| Walk::Bad)?;
+    let body = usize::try_from(message.bodyLength()).map_err(|_| Walk::Bad)?;
+    let len = (prefix + meta).checked_add(body).ok_or(Walk::Bad)?;
+    if buf.len() < len {
+        return Err(Walk::Short);
+    }
+    let rows = match message.header_type() {
+        arrow::ipc::MessageHeader::RecordBatch => {
+            let batch = message.header_as_record_batch().ok_or(Walk::Bad)?;
+            u64::try_from(batch.length()).map_err(|_| Walk::Bad)?
+        }
+        // Not expected after the schema of a stream without dictionaries: its chunk's
+        // decoder says what is wrong.
+        arrow::ipc::MessageHeader::DictionaryBatch | arrow::ipc::MessageHeader::Schema => return Err(Walk::Bad),
+        _ => 0,
+    };
+    Ok(Some((len, rows)))
+}
+
+impl<B: Fn(arrow::error::ArrowError) -> Error> IpcStreamFraming<B> {
+    /// Reads the stream's first message from `src` into `head`; the framing and the schema
+    /// when it is a schema without dictionary or nested fields, else `None` (`head` holds
+    /// the bytes read, for a reader that starts over and reports what is wrong).
+    fn open(src: &mut impl Read, head: &mut Vec<u8>, bad: B) -> Result<Option<(Self, SchemaRef)>> {
+        let io = |e: std::io::Error| bad(arrow::error::ArrowError::IoError(e.to_string(), e));
+        // Appends `n` more bytes of `src` to `head`; false at the end of input before them.
+        let mut more = |head: &mut Vec<u8>, n: usize| -> Result<bool> {
+            Ok(src.by_ref().take(n as u64).read_to_end(head).map_err(io)? == n)
+        };
+        // A schema message is a few KiB; larger claims are damage.
+        const MOST: usize = 64 << 20;
+        if !more(head, 4)? {
+            return Ok(None);
+        }
+        let mut prefix = 4;
+        if head[..4] == [0xFF; 4] {
+            prefix = 8;
+            if !more(head, 4)? {
+                return Ok(None);
+            }
+        }
+        let meta = u32::from_le_bytes([head[prefix - 4], head[prefix - 3], head[prefix - 2], head[prefix - 1]]) as usize;
+        if meta == 0 || meta > MOST || !more(head, meta)? {
+            return Ok(None);
+        }
+        let (body, schema) = match arrow::ipc::root_as_message(&head[prefix..]) {
+            Ok(m) => match m.header_as_schema().map(arrow::ipc::convert::try_fb_to_schema) {
+                Some(Ok(schema)) => (usize::try_from(m.bodyLength()).unwrap_or(usize::MAX), std::sync::Arc::new(schema)),
+                _ => return Ok(None),
+            },
+            Err(_) => return Ok(None),
+        };
+        if body > MOST || !more(head, body)? {
+            return Ok(None);
+        }
+        if schema.fields().iter().any(|f| matches!(f.data_type(), DataType::Dictionary(..)) || f.data_type().is_nested()) {
+            return Ok(None);
+        }
+        Ok(Some((IpcStreamFraming { schema_message: head.clone(), bad }, schema)))
+    }
+}
+
+impl<B: Fn(arrow::error::ArrowError) -> Error + Sync> Framing for IpcStreamFraming<B> {
+    fn unit(&self, buf: &[u8]) -> std::result::Result<(usize, u64), Walk> {
+        // The end-of-stream marker ends the walk as damage would: the chunk that starts
+        // with it is parsed (to nothing) and nothing after it is read.
+        ipc_message(buf)?.ok_or(Walk::Bad)
+    }
+
+    fn parse(&self, bytes: &[u8], at: Position) -> Vec<Result<RecordBatch>> {
+        let mut out = Vec::new();
+        let mut decoder = arrow::ipc::reader::StreamDecoder::new();
+        let at_message = |i: u64, rows: u64, e: arrow::error::ArrowError| {
+            (self.bad)(arrow::error::ArrowError::ParseError(format!("message {} (after row {rows}): {e}", at.units + i + 1)))
+        };
+        if let Err(e) = decoder.decode(&mut arrow::buffer::Buffer::from(self.schema_message.as_slice())) {
+            out.push(Err(at_message(0, at.rows, e)));
+            return out;
+        }
+        // One copy of the chunk, which the decoded arrays keep (no copy per buffer).
+        let data = arrow::buffer::Buffer::from(bytes);
+        let (mut pos, mut i, mut rows) = (0usize, 0u64, at.rows);
+        while pos < bytes.len() {
+            let len = match ipc_message(&bytes[pos..]) {
+                Ok(Some((len, _))) => len,
+                Ok(None) => break,
+                Err(walk) => {
+                    // Damage or a truncated last message: the decoder's own error, if any.
+                    let mut rest = data.slice(pos);
+                    let e = match decoder.decode(&mut rest).and_then(|_| decoder.finish()) {
+                        Err(e) => e,
+                        Ok(()) => arrow::error::ArrowError::ParseError(match walk {
+                            Walk::Short => "truncated message".into(),
+                            Walk::Bad => "damaged message".into(),
+                        }),
+                    };
+                    out.push(Err(at_message(i, rows, e)));
+                    break;
+                }
+            };
+            let mut message = data.slice_with_length(pos, len);
+            match decoder.decode(&mut message) {
+                Ok(Some(b)) => {
+                    rows += b.num_rows() as u64;
+                    out.push(Ok(b));
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    out.push(Err(at_message(i, rows, e)));
+                    break;
+                }
+            }
+            pos += len;
+            i += 1;
         }
         out
     }

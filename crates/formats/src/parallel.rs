@@ -1,6 +1,7 @@
-//! Parallel parsing of Native, RowBinary and JSONEachRow, as ClickHouse's
+//! Parallel parsing of Native, RowBinary, JSONEachRow and ArrowStream, as ClickHouse's
 //! `input_format_parallel_parsing` does: the input is cut into chunks of whole units
-//! (Native blocks, RowBinary and JSON rows; 1-4 MiB, about four batches of rows each)
+//! (Native blocks, RowBinary and JSON rows, IPC messages; 1-4 MiB, about four batches of
+//! rows each)
 //! by walking their length prefixes (JSON: its line breaks outside objects and strings), and the chunks are parsed by the format's own
 //! sequential reader over each chunk's bytes on the threads of the current rayon pool, two
 //! per thread at a time, while the next group of chunks is cut (`rayon::join`); the

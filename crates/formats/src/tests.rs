@@ -494,7 +494,9 @@ fn prefix_then_error(format: Format, c: Compression, bytes: &[u8], pool: &rayon:
 /// flipped byte in a compressed block) gives the same error on 3 threads as on 1, naming
 /// its row, block or compressed block and byte, after whole batches of the rows before it
 /// only (all the whole Native blocks before a damaged compressed block); a Native type
-/// name that is not UTF-8 (a time zone in Latin-1) reads as on 1 thread.
+/// name that is not UTF-8 (a time zone in Latin-1) reads as on 1 thread. ArrowStream (a
+/// chunk of whole IPC messages per thread) reads the same rows too, stops at its
+/// end-of-stream marker, and names the message and rows before a stream cut short.
 #[test]
 fn parallel_binary_parsing_equals_the_rows_written() {
     let long = "y".repeat(MAX_CHUNK_BYTES + 12_345);
@@ -503,7 +505,7 @@ fn parallel_binary_parsing_equals_the_rows_written() {
     let want = concat(&batches, &schema);
     let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
     let three = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
-    let formats = [Format::Native, Format::RowBinary, Format::RowBinaryWithNamesAndTypes];
+    let formats = [Format::Native, Format::RowBinary, Format::RowBinaryWithNamesAndTypes, Format::ArrowStream];
     for format in formats {
         for c in [Compression::None, Compression::Lz4] {
             let bytes = write(format, c, &batches);
@@ -538,6 +540,21 @@ fn parallel_binary_parsing_equals_the_rows_written() {
             assert!(rows <= before, "{format}: {rows} rows before the error");
         }
     }
+    // ArrowStream: the end-of-stream marker ends the input (bytes after it are not read),
+    // and a stream cut inside a message says which message, after how many rows.
+    let full = write(Format::ArrowStream, Compression::None, &batches);
+    for pool in [&one, &three] {
+        let mut trailing = full.clone();
+        trailing.extend_from_slice(b"not a message");
+        let back = pool.install(|| read(Format::ArrowStream, Compression::None, &trailing, Some(schema.clone()))).unwrap();
+        assert_eq!(concat(&back, &schema), want);
+        let (rows, err) = prefix_then_error(Format::ArrowStream, Compression::None, &full[..full.len() * 2 / 3], pool, &want);
+        assert!(err.contains("ArrowStream"), "{err}");
+        assert!(rows > 0 && rows < want.num_rows(), "{rows} rows before the error");
+        if pool.current_num_threads() > 1 {
+            assert!(err.contains(&format!("(after row {rows})")), "{rows} rows: {err}");
+        }
+    }
     // `DateTime('UTC')` written as `DateTime('\xfcTC')` in every block: read lossily, as the
     // sequential reader reads it (the zone is not used).
     let mut latin = write(Format::Native, Compression::None, &batches);
@@ -551,8 +568,9 @@ fn parallel_binary_parsing_equals_the_rows_written() {
         let back = pool.install(|| read(Format::Native, Compression::None, &latin, Some(schema.clone()))).unwrap();
         assert_eq!(concat(&back, &schema), want, "Latin-1 zone, {} threads", pool.current_num_threads());
     }
-    // A flipped byte in the payload of a compressed block in the middle.
-    for format in formats {
+    // A flipped byte in the payload of a compressed block in the middle (ClickHouse's
+    // blocks, which carry checksums; Arrow IPC has none).
+    for format in formats.into_iter().filter(|f| *f != Format::ArrowStream) {
         let mut bytes = write(format, Compression::Lz4, &batches);
         let at = bytes.len() / 2;
         bytes[at] ^= 0x55;
