@@ -40,7 +40,7 @@ impl<W: Write> FileSink<W> {
     /// writer 1 MiB.
     pub fn with_capacity(capacity: usize, inner: W) -> Self {
         let capacity = capacity.max(1).next_multiple_of(PAGE as usize);
-        FileSink { inner, buf: Vec::with_capacity(capacity + PAGE as usize), capacity, written: 0 }
+        FileSink { inner, buf: Vec::with_capacity(capacity), capacity, written: 0 }
     }
 
     /// The writer it writes to.
@@ -49,28 +49,41 @@ impl<W: Write> FileSink<W> {
     }
 
     /// Bytes written to the inner writer so far (the rest of what was written to the sink,
-    /// under one page, waits in it).
+    /// less than its capacity, waits in it).
     pub fn written(&self) -> u64 {
         self.written
     }
 
-    /// Writes the gathered bytes then `tail` completely, in as few `writev` calls as the
-    /// OS allows, and empties the buffer.
-    fn write_two(&mut self, tail: &[u8]) -> std::io::Result<()> {
-        let mut slices = [IoSlice::new(&self.buf), IoSlice::new(tail)];
-        let mut rest: &mut [IoSlice] = &mut slices;
-        let total = (self.buf.len() + tail.len()) as u64;
-        while !rest.is_empty() {
-            match self.inner.write_vectored(rest) {
-                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-                Ok(n) => IoSlice::advance_slices(&mut rest, n),
+    /// Writes the gathered bytes then `tail`, in as few `writev` calls as the OS allows;
+    /// returns how much of `tail` went out: all of it, unless an error came after some
+    /// bytes (then the gathered bytes written are dropped from the buffer, the others kept,
+    /// so that nothing is written twice). The error itself when nothing of `tail` went out.
+    fn write_two(&mut self, tail: &[u8]) -> std::io::Result<usize> {
+        let (held, total) = (self.buf.len(), self.buf.len() + tail.len());
+        let mut done = 0;
+        let mut error = None;
+        while done < total {
+            let slices = [IoSlice::new(&self.buf[done.min(held)..]), IoSlice::new(&tail[done.saturating_sub(held)..])];
+            match self.inner.write_vectored(&slices) {
+                Ok(0) => {
+                    error = Some(std::io::ErrorKind::WriteZero.into());
+                    break;
+                }
+                Ok(n) => done += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
+                Err(e) => {
+                    error = Some(e);
+                    break;
+                }
             }
         }
-        self.written += total;
-        self.buf.clear();
-        Ok(())
+        self.buf.drain(..done.min(held));
+        self.written += done as u64;
+        let sent = done.saturating_sub(held);
+        match error {
+            Some(e) if sent == 0 => Err(e),
+            _ => Ok(sent),
+        }
     }
 }
 
@@ -87,7 +100,11 @@ impl<W: Write> Write for FileSink<W> {
         // realigns).
         let end = (self.written + total as u64) / PAGE * PAGE;
         let take = end.saturating_sub(self.written + self.buf.len() as u64) as usize;
-        self.write_two(&data[..take])?;
+        let sent = self.write_two(&data[..take])?;
+        if sent < take {
+            // An error after part of `data`: a short write (the caller's retry meets it).
+            return Ok(sent);
+        }
         self.buf.extend_from_slice(&data[take..]);
         Ok(data.len())
     }
@@ -95,6 +112,9 @@ impl<W: Write> Write for FileSink<W> {
     fn flush(&mut self) -> std::io::Result<()> {
         if !self.buf.is_empty() {
             self.write_two(&[])?;
+            if !self.buf.is_empty() {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
         }
         self.inner.flush()
     }
@@ -178,6 +198,51 @@ mod tests {
                 assert!(unaligned <= 2, "{unaligned} writes ended inside a page: {:?}", rec.writes);
                 assert!(rec.writes.len() < 60, "large writes are not split: {} writes", rec.writes.len());
             }
+        }
+    }
+
+    /// Accepts `ok` bytes, then fails once, then accepts everything.
+    struct FailsOnce {
+        bytes: Vec<u8>,
+        ok: usize,
+        failed: bool,
+    }
+
+    impl Write for FailsOnce {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            if self.ok == 0 && !self.failed {
+                self.failed = true;
+                return Err(std::io::Error::other("disk full"));
+            }
+            let n = if self.failed { b.len() } else { b.len().min(self.ok) };
+            self.ok = self.ok.saturating_sub(n);
+            self.bytes.extend_from_slice(&b[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn an_error_after_some_bytes_writes_nothing_twice() {
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+        for ok in [0, 5_000, 70_000, 200_000] {
+            let mut sink = FileSink::with_capacity(1 << 16, FailsOnce { bytes: Vec::new(), ok, failed: false });
+            let mut sent = 0;
+            let mut errors = 0;
+            // What `write_all` does, retrying after the error.
+            while sent < data.len() {
+                match sink.write(&data[sent..]) {
+                    Ok(n) => sent += n,
+                    Err(_) => errors += 1,
+                }
+            }
+            sink.flush().unwrap();
+            // The error is returned when nothing of the call's bytes went out; after some,
+            // the call is a short write and a persistent error comes with the next one.
+            assert!(errors <= 1, "ok {ok}");
+            assert!(sink.get_ref().bytes == data, "ok {ok}: {} bytes written", sink.get_ref().bytes.len());
         }
     }
 

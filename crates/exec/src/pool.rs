@@ -38,11 +38,6 @@ impl Pools {
     }
 }
 
-/// The workers [`run_morsels`] runs for `morsels` morsels on `threads` threads.
-pub fn workers(threads: usize, morsels: usize) -> usize {
-    threads.max(1).min(morsels.max(1))
-}
-
 /// Runs `work` over morsels `0..morsels` on `threads` workers of `pool`. Each worker owns a
 /// state made by `init` and returns it; states of all workers come back (workers that found
 /// no morsel return their fresh state too). The first error stops the other workers at
@@ -57,7 +52,7 @@ where
     W: Fn(&mut S, usize) -> Result<()> + Sync,
 {
     let next = AtomicUsize::new(0);
-    let workers = workers(threads, morsels);
+    let workers = threads.max(1).min(morsels.max(1));
     let worker = || {
         let mut state = init();
         loop {

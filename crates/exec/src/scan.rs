@@ -64,14 +64,49 @@ pub(crate) fn streams(plan: &ScanPlan) -> bool {
 /// memory: while one worker is slow on morsel `k` (on a machine with fewer cores than
 /// threads, descheduled), the receiver must drain the channel to find `k`, and the other
 /// workers' later morsels pile up in its reorder map (795 MB of a 100M-row `numbers` read
-/// into Native on 2 vCPUs). The worker holding morsel `taken` is never held back.
+/// into Native on 2 vCPUs). The worker holding morsel `taken` is never held back; see
+/// [`send_morsel`] for what else ends a wait.
 pub(crate) struct MorselSender {
     tx: std::sync::mpsc::Sender<(usize, Vec<RecordBatch>)>,
     taken: Arc<AtomicUsize>,
     window: usize,
-    /// The scan's workers, and how many of them have started ([`send_morsel`]).
-    workers: AtomicUsize,
-    started: AtomicUsize,
+    /// A worker's morsel failed: the scan ends with that error, and no worker waits for
+    /// morsels that will not come.
+    failed: std::sync::atomic::AtomicBool,
+}
+
+thread_local! {
+    /// The streamed scans (their [`MorselSender`]'s address) whose workers are working on
+    /// this thread, innermost last: a worker can run on top of another worker of its own
+    /// scan (rayon runs a pending job while a thread waits in a join or `yield_now`).
+    static STREAMING: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Marks a worker of the streamed scan `tx` as working on this thread until dropped.
+struct Streaming(usize);
+
+impl Streaming {
+    fn enter(tx: &MorselSender) -> Self {
+        let id = tx as *const MorselSender as usize;
+        STREAMING.with(|s| s.borrow_mut().push(id));
+        Streaming(id)
+    }
+
+    /// Whether another worker of the same scan is working lower on this thread's stack.
+    fn nested(&self) -> bool {
+        STREAMING.with(|s| s.borrow().iter().filter(|&&id| id == self.0).count() > 1)
+    }
+}
+
+impl Drop for Streaming {
+    fn drop(&mut self) {
+        STREAMING.with(|s| {
+            let mut s = s.borrow_mut();
+            if let Some(i) = s.iter().rposition(|&id| id == self.0) {
+                s.remove(i);
+            }
+        });
+    }
 }
 
 /// The receiving end of a [`MorselSender`] and the count of morsels taken, for a
@@ -83,13 +118,7 @@ pub(crate) type MorselReceiver = (std::sync::mpsc::Receiver<(usize, Vec<RecordBa
 pub(crate) fn morsel_channel(window: usize) -> (MorselSender, MorselReceiver) {
     let (tx, rx) = std::sync::mpsc::channel();
     let taken = Arc::new(AtomicUsize::new(0));
-    let sender = MorselSender {
-        tx,
-        taken: taken.clone(),
-        window: window.max(1),
-        workers: AtomicUsize::new(usize::MAX),
-        started: AtomicUsize::new(0),
-    };
+    let sender = MorselSender { tx, taken: taken.clone(), window: window.max(1), failed: Default::default() };
     (sender, (rx, taken))
 }
 
@@ -132,21 +161,40 @@ pub(crate) fn execute_stream(
     Ok(Profile { morsels_skipped: input.skipped(), ..profile })
 }
 
+/// How long a worker waits for the receiver while `taken` does not move at all before it
+/// sends beyond the window: a receiver that takes nothing for this long is blocked
+/// (writing to a full pipe) or waits for a worker that cannot go on (a cycle of workers
+/// of two streamed scans run on top of each other's waits), and one morsel more per second
+/// and worker costs little memory, where waiting on could hang.
+const STALLED: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Sends a morsel's answer to a streamed scan's receiver once the receiver is within the
 /// sender's window of it ([`MorselSender`]). Until then the worker runs other jobs of its
 /// pool (rayon's `yield_now`), else sleeps 100 us: a worker blocked in a plain wait would
 /// hold its pool thread, and a consumer that waits for another query on the same pool (an
-/// embedder's closure running one) would wait forever. Other jobs run only once every
-/// worker of the scan has started: the job taken could else be the scan's own next worker,
-/// which would wait for the morsel this one holds, below it on the same stack. A receiver
-/// that is gone ends the wait.
-fn send_morsel(tx: &MorselSender, item: (usize, Vec<RecordBatch>)) -> Result<()> {
-    while item.0 >= tx.taken.load(Ordering::Acquire) + tx.window {
+/// embedder's closure running one) would wait forever. A wait ends without the window
+/// when a worker of the scan failed (its morsel will never come; the scan ends with its
+/// error), when this worker runs on top of another worker of its own scan on this thread
+/// (which holds an earlier morsel and cannot go on until this one returns), or when
+/// `taken` has not moved for [`STALLED`]. The query's cancellation, or a receiver that is
+/// gone, ends it with [`tessera_common::Error::Cancelled`].
+fn send_morsel(tx: &MorselSender, item: (usize, Vec<RecordBatch>), me: &Streaming, query: &QueryContext) -> Result<()> {
+    let (mut seen, mut since) = (usize::MAX, std::time::Instant::now());
+    loop {
+        let taken = tx.taken.load(Ordering::Acquire);
+        if item.0 < taken + tx.window || tx.failed.load(Ordering::Acquire) || me.nested() {
+            break;
+        }
         if Arc::strong_count(&tx.taken) == 1 {
             return Err(tessera_common::Error::Cancelled);
         }
-        let all_started = tx.started.load(Ordering::Acquire) >= tx.workers.load(Ordering::Acquire);
-        if !all_started || rayon::yield_now() != Some(rayon::Yield::Executed) {
+        query.check_cancelled()?;
+        if taken != seen {
+            (seen, since) = (taken, std::time::Instant::now());
+        } else if since.elapsed() > STALLED {
+            break;
+        }
+        if rayon::yield_now() != Some(rayon::Yield::Executed) {
             std::thread::sleep(std::time::Duration::from_micros(100));
         }
     }
@@ -442,25 +490,25 @@ fn run(
             query.resize(accounted, bytes + *runs_bytes, op)?;
             Ok(())
     };
-    if let Some(tx) = stream {
-        tx.workers.store(crate::pool::workers(settings.max_threads, chunk_lens.len()), Ordering::Release);
-    }
-    let init = || {
-        if let Some(tx) = stream {
-            tx.started.fetch_add(1, Ordering::AcqRel);
+    let parts = run_morsels(pool, settings.max_threads, chunk_lens.len(), ScanWorker::default, |w, m| {
+        let Some(tx) = stream else { return work(w, m) };
+        let me = Streaming::enter(tx);
+        // Marks the scan failed unless the morsel is sent (an error or a panic on the way).
+        struct Failed<'a>(&'a std::sync::atomic::AtomicBool);
+        impl Drop for Failed<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Release);
+            }
         }
-        ScanWorker::default()
-    };
-    let parts = run_morsels(pool, settings.max_threads, chunk_lens.len(), init, |w, m| {
+        let failed = Failed(&tx.failed);
         work(w, m)?;
-        if let Some(tx) = stream {
-            // Streamed: the morsel's answer goes to the receiver at once (nothing when no
-            // row passed), and the worker keeps nothing.
-            let batches = w.kept.drain(..).map(|(_, b)| b).collect();
-            w.kept_rows = 0;
-            query.resize(&mut w.accounted, 0, "scan output buffer")?;
-            send_morsel(tx, (m, batches))?;
-        }
+        // Streamed: the morsel's answer goes to the receiver at once (nothing when no row
+        // passed), and the worker keeps nothing.
+        let batches = w.kept.drain(..).map(|(_, b)| b).collect();
+        w.kept_rows = 0;
+        query.resize(&mut w.accounted, 0, "scan output buffer")?;
+        send_morsel(tx, (m, batches), &me, query)?;
+        std::mem::forget(failed);
         Ok(())
     })?;
     let rows_in = parts.iter().map(|w| w.passed).sum();
@@ -719,11 +767,13 @@ mod tests {
     /// morsels pile up in memory.
     #[test]
     fn streamed_morsels_wait_for_the_receivers_window() {
+        let query = QueryContext::default();
         let (tx, (rx, taken)) = morsel_channel(2);
-        tx.workers.store(1, Ordering::Release);
-        tx.started.store(1, Ordering::Release);
         std::thread::scope(|s| {
-            let worker = s.spawn(|| [1, 2, 3].into_iter().try_for_each(|m| send_morsel(&tx, (m, Vec::new()))));
+            let worker = s.spawn(|| {
+                let me = Streaming::enter(&tx);
+                [1, 2, 3].into_iter().try_for_each(|m| send_morsel(&tx, (m, Vec::new()), &me, &query))
+            });
             // Morsel 1 is inside the window (morsels 0 and 1, nothing taken yet).
             assert_eq!(rx.recv().unwrap().0, 1);
             std::thread::sleep(std::time::Duration::from_millis(50));
@@ -738,6 +788,20 @@ mod tests {
         // A receiver that is gone ends a wait with Cancelled.
         let (tx, receiver) = morsel_channel(1);
         drop(receiver);
-        assert!(matches!(send_morsel(&tx, (5, Vec::new())), Err(tessera_common::Error::Cancelled)));
+        let me = Streaming::enter(&tx);
+        assert!(matches!(send_morsel(&tx, (5, Vec::new()), &me, &query), Err(tessera_common::Error::Cancelled)));
+        drop(me);
+        // A failed worker ends the others' waits (its morsel will never come), and so does
+        // a worker of the same scan lower on this thread's stack.
+        let (tx, (rx, _taken)) = morsel_channel(1);
+        tx.failed.store(true, Ordering::Release);
+        let me = Streaming::enter(&tx);
+        send_morsel(&tx, (5, Vec::new()), &me, &query).unwrap();
+        assert_eq!(rx.recv().unwrap().0, 5);
+        tx.failed.store(false, Ordering::Release);
+        let inner = Streaming::enter(&tx);
+        assert!(inner.nested() && !Streaming::enter(&morsel_channel(1).0).nested());
+        send_morsel(&tx, (9, Vec::new()), &inner, &query).unwrap();
+        assert_eq!(rx.recv().unwrap().0, 9);
     }
 }

@@ -698,12 +698,15 @@ struct IpcStreamFraming<B> {
 fn ipc_message(buf: &[u8]) -> std::result::Result<Option<(usize, u64)>, Walk> {
     let word = |at: usize| buf.get(at..at + 4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])).ok_or(Walk::Short);
     let (prefix, meta) = match word(0)? {
-        0xFFFF_FFFF => (8, word(4)? as usize),
-        len => (4, len as usize),
+        0xFFFF_FFFF => (8, word(4)?),
+        len => (4, len),
     };
     if meta == 0 {
         return Ok(None);
     }
+    // The length is an i32 in the format: a negative one is damage (not a reason to read
+    // the rest of the input looking for its end).
+    let meta = i32::try_from(meta).map_err(|_| Walk::Bad)? as usize;
     let metadata = buf.get(prefix..prefix + meta).ok_or(Walk::Short)?;
     let message = arrow::ipc::root_as_message(metadata).map_err(|_| Walk::Bad)?;
     let body = usize::try_from(message.bodyLength()).map_err(|_| Walk::Bad)?;
@@ -716,10 +719,9 @@ fn ipc_message(buf: &[u8]) -> std::result::Result<Option<(usize, u64)>, Walk> {
             let batch = message.header_as_record_batch().ok_or(Walk::Bad)?;
             u64::try_from(batch.length()).map_err(|_| Walk::Bad)?
         }
-        // Not expected after the schema of a stream without dictionaries: its chunk's
-        // decoder says what is wrong.
-        arrow::ipc::MessageHeader::DictionaryBatch | arrow::ipc::MessageHeader::Schema => return Err(Walk::Bad),
-        _ => 0,
+        // Nothing else is expected after the schema of a stream without dictionaries
+        // (arrow-ipc's `StreamReader` fails on the rest too).
+        _ => return Err(Walk::Bad),
     };
     Ok(Some((len, rows)))
 }
@@ -760,7 +762,23 @@ impl<B: Fn(arrow::error::ArrowError) -> Error> IpcStreamFraming<B> {
         if body > MOST || !more(head, body)? {
             return Ok(None);
         }
-        if schema.fields().iter().any(|f| matches!(f.data_type(), DataType::Dictionary(..)) || f.data_type().is_nested()) {
+        // Flat columns only (a dictionary can hide inside nested or run-end encoded ones).
+        let flat = |t: &DataType| {
+            t.is_primitive()
+                || matches!(
+                    t,
+                    DataType::Boolean
+                        | DataType::Null
+                        | DataType::Utf8
+                        | DataType::LargeUtf8
+                        | DataType::Utf8View
+                        | DataType::Binary
+                        | DataType::LargeBinary
+                        | DataType::BinaryView
+                        | DataType::FixedSizeBinary(_)
+                )
+        };
+        if !schema.fields().iter().all(|f| flat(f.data_type())) {
             return Ok(None);
         }
         Ok(Some((IpcStreamFraming { schema_message: head.clone(), bad }, schema)))
@@ -791,6 +809,9 @@ impl<B: Fn(arrow::error::ArrowError) -> Error + Sync> Framing for IpcStreamFrami
             let len = match ipc_message(&bytes[pos..]) {
                 Ok(Some((len, _))) => len,
                 Ok(None) => break,
+                // Fewer bytes than a message's prefix at the end of the input: its end, as
+                // for arrow-ipc's `StreamReader` (a chunk ends inside a message only there).
+                Err(Walk::Short) if bytes.len() - pos < 8 => break,
                 Err(walk) => {
                     // Damage or a truncated last message: the decoder's own error, if any.
                     let mut rest = data.slice(pos);
@@ -805,22 +826,42 @@ impl<B: Fn(arrow::error::ArrowError) -> Error + Sync> Framing for IpcStreamFrami
                     break;
                 }
             };
+            // The decoder returns a batch as soon as it has one, and holds back one whose
+            // body is empty (no column bytes: 0 rows, or no columns) until more bytes come:
+            // it is given the message until all of it is taken.
             let mut message = data.slice_with_length(pos, len);
-            match decoder.decode(&mut message) {
-                Ok(Some(b)) => {
-                    rows += b.num_rows() as u64;
-                    out.push(Ok(b));
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    out.push(Err(at_message(i, rows, e)));
-                    break;
-                }
+            if let Err(e) = drain(&mut decoder, &mut message, &mut out, &mut rows) {
+                out.push(Err(at_message(i, rows, e)));
+                return out;
             }
             pos += len;
             i += 1;
         }
+        // A batch held back at the end of the chunk comes out with an end-of-stream marker.
+        let mut end = arrow::buffer::Buffer::from(&[0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0][..]);
+        if let Err(e) = drain(&mut decoder, &mut end, &mut out, &mut rows) {
+            out.push(Err(at_message(i, rows, e)));
+        }
         out
+    }
+}
+
+/// Feeds all of `bytes` to `decoder`, pushing the batches it returns to `out` (and
+/// counting their rows).
+fn drain(
+    decoder: &mut arrow::ipc::reader::StreamDecoder,
+    bytes: &mut arrow::buffer::Buffer,
+    out: &mut Vec<Result<RecordBatch>>,
+    rows: &mut u64,
+) -> std::result::Result<(), arrow::error::ArrowError> {
+    loop {
+        match decoder.decode(bytes)? {
+            Some(b) => {
+                *rows += b.num_rows() as u64;
+                out.push(Ok(b));
+            }
+            None => return Ok(()),
+        }
     }
 }
 

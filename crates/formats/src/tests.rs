@@ -798,3 +798,29 @@ fn json_rows_on_one_line_and_a_stray_bracket() {
         assert!(rows <= 1, "{rows} rows");
     }
 }
+
+/// An ArrowStream batch whose body is empty (0 rows of fixed-width columns) is one that
+/// arrow-ipc's `StreamDecoder` holds back until more bytes come: on 3 threads (a chunk
+/// decoder per thread) it still comes out, and the batches after it too.
+#[test]
+fn arrow_stream_batches_with_empty_bodies_keep_the_rest() {
+    let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, false)]));
+    let batch = |v: Vec<i64>| RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(v)) as ArrayRef]).unwrap();
+    let batches = [batch(vec![]), batch(vec![1, 2, 3]), batch(vec![]), batch(vec![]), batch(vec![4, 5]), batch(vec![])];
+    let mut bytes = Vec::new();
+    {
+        let mut w = arrow::ipc::writer::StreamWriter::try_new(&mut bytes, &schema).unwrap();
+        for b in &batches {
+            w.write(b).unwrap();
+        }
+        w.finish().unwrap();
+    }
+    let three = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+    for cut in [bytes.len(), bytes.len() - 8] {
+        // With and without the end-of-stream marker.
+        let back = three.install(|| read(Format::ArrowStream, Compression::None, &bytes[..cut], None)).unwrap();
+        let values: Vec<i64> =
+            back.iter().flat_map(|b| b.column(0).as_any().downcast_ref::<Int64Array>().unwrap().values().to_vec()).collect();
+        assert_eq!(values, [1, 2, 3, 4, 5], "{cut} bytes");
+    }
+}

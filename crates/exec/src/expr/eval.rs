@@ -81,10 +81,9 @@ fn int_to_utf8(a: &ArrayRef) -> Result<ArrayRef> {
         T::Native: itoa::Integer,
     {
         let p = a.as_primitive::<T>();
-        // At most 20 bytes a value (`-9223372036854775808`, `18446744073709551615`).
-        if p.len().saturating_mul(20) > i32::MAX as usize {
-            return Err(Error::InvalidArgument("toString: more than 2 GiB of text in one morsel".into()));
-        }
+        // At most 20 bytes a value (`-9223372036854775808`, `18446744073709551615`): only
+        // arrays of more than 107M values (all groups of a GROUP BY) need the check.
+        let check = p.len().saturating_mul(20) > i32::MAX as usize;
         let mut values: Vec<u8> = Vec::with_capacity(p.len() * 8);
         let mut offsets: Vec<i32> = Vec::with_capacity(p.len() + 1);
         offsets.push(0);
@@ -92,6 +91,9 @@ fn int_to_utf8(a: &ArrayRef) -> Result<ArrayRef> {
         for (i, &v) in p.values().iter().enumerate() {
             if p.is_valid(i) {
                 tessera_common::bytes::extend_short(&mut values, buf.format(v).as_bytes());
+            }
+            if check && values.len() > i32::MAX as usize {
+                return Err(Error::InvalidArgument("toString: more than 2 GiB of text in one array".into()));
             }
             offsets.push(values.len() as i32);
         }
