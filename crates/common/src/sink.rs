@@ -19,10 +19,12 @@ const PAGE: u64 = 4096;
 
 /// A buffered file writer whose writes end at page-aligned file offsets (but the last).
 ///
-/// Writes smaller than its capacity in total are gathered; a larger one is written at once, without a copy, from the gathered bytes and
-/// the caller's slice up to the last page boundary they reach; the rest (under 4 KiB) is
-/// kept. [`flush`](Write::flush) writes everything kept. Dropping the sink flushes it and,
-/// as `BufWriter` does, ignores an error there: call `flush` to see it.
+/// Writes smaller than its capacity in total are gathered; a larger one is written at
+/// once, without a copy, from the gathered bytes and the caller's slice up to the last page
+/// boundary they reach; the rest (under 4 KiB) is kept. [`flush`](Write::flush) writes
+/// everything kept. An error of the inner writer after some bytes is a short write, and
+/// nothing is ever written twice. Dropping the sink flushes it and, as `BufWriter` does,
+/// ignores an error there: call `flush` to see it.
 #[derive(Debug)]
 pub struct FileSink<W: Write> {
     inner: W,
