@@ -1,4 +1,4 @@
-//! Small byte-copy helpers for hot loops that append many short values.
+//! Byte helpers for hot loops: appending many short values, checking string data.
 
 /// Appends `s` to `out`. Values of at most 16 bytes (most digits, codes, short strings) are
 /// copied with two overlapping fixed-size moves instead of a call to `memcpy`, whose call
@@ -39,9 +39,85 @@ pub fn extend_short(out: &mut Vec<u8>, s: &[u8]) {
     }
 }
 
+/// Checks that every row of string data is UTF-8: `values[offsets[i]..offsets[i + 1]]` for
+/// each `i`, where the offsets are monotonic and within `values` (the caller's invariant, as
+/// arrow's arrays keep it). The rows' whole range is checked at once with SIMD (`simdutf8`;
+/// std's `from_utf8` was 12% of a `URL LIKE` query's samples from disk, and slower still on
+/// Cyrillic text), then every offset inside it must start a character (not point at a
+/// continuation byte, 0x80..=0xBF): the bytes between two character boundaries of valid
+/// UTF-8 are valid UTF-8. What arrow's `StringArray::try_new` checks, faster.
+///
+/// # Errors
+/// A message naming the first byte that is not UTF-8, or the offset inside a character.
+pub fn check_utf8_rows(offsets: &[i32], values: &[u8]) -> Result<(), String> {
+    let (Some(&first), Some(&last)) = (offsets.first(), offsets.last()) else { return Ok(()) };
+    let (first, last) = (first as usize, last as usize);
+    let data = values.get(first..last).ok_or("string offsets past the data")?;
+    if simdutf8::basic::from_utf8(data).is_err() {
+        let at = std::str::from_utf8(data).err().map_or(0, |e| e.valid_up_to()) + first;
+        return Err(format!("invalid UTF-8 at byte {at}"));
+    }
+    match offsets.iter().find(|&&o| (o as usize) < last && (0x80..0xC0).contains(&values[o as usize])) {
+        Some(o) => Err(format!("offset {o} is inside a UTF-8 character")),
+        None => Ok(()),
+    }
+}
+
+/// `b` as a `StringArray` (the same buffers, no copy) when every value is UTF-8
+/// ([`check_utf8_rows`]).
+///
+/// # Errors
+/// As [`check_utf8_rows`].
+pub fn binary_to_utf8(b: &arrow::array::BinaryArray) -> Result<arrow::array::StringArray, String> {
+    use arrow::array::Array;
+    check_utf8_rows(b.offsets(), b.values())?;
+    // SAFETY: `new_unchecked` needs (1) offsets monotonic and within `values` and a null
+    // buffer of the array's length: `b` is a valid `BinaryArray`, whose constructors check
+    // both, and these are its own buffers; (2) every value valid UTF-8, with offsets on
+    // character boundaries: checked just above.
+    Ok(unsafe { arrow::array::StringArray::new_unchecked(b.offsets().clone(), b.values().clone(), b.nulls().cloned()) })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn utf8_rows_are_checked_as_arrow_checks_them() {
+        use arrow::array::{Array, BinaryArray, StringArray};
+        let rows: Vec<Option<&[u8]>> = vec![
+            Some(b"ab"),
+            None,
+            Some("é".as_bytes()),
+            Some(b""),
+            Some("日本語 текст".as_bytes()),
+            Some(b"\xff"),
+            Some(b"\xc3"),
+            Some(b"\xa9z"),
+        ];
+        let all = BinaryArray::from(rows);
+        // Every slice of the rows agrees with arrow's own check, and a valid one converts.
+        for start in 0..all.len() {
+            for len in 0..=all.len() - start {
+                let b = all.slice(start, len);
+                let arrow_ok = StringArray::try_new(b.offsets().clone(), b.values().clone(), b.nulls().cloned()).is_ok();
+                match binary_to_utf8(&b) {
+                    Ok(s) => {
+                        assert!(arrow_ok, "{start}+{len}");
+                        assert_eq!(s.len(), b.len());
+                        for i in 0..len {
+                            assert_eq!(s.is_valid(i), b.is_valid(i));
+                            assert_eq!(s.value(i).as_bytes(), b.value(i));
+                        }
+                    }
+                    Err(e) => assert!(!arrow_ok, "{start}+{len}: {e}"),
+                }
+            }
+        }
+        // The messages name the byte.
+        assert_eq!(check_utf8_rows(&[0, 2, 3], b"ok\xff"), Err("invalid UTF-8 at byte 2".to_string()));
+        assert_eq!(check_utf8_rows(&[0, 1, 2, 3], b"a\xc3\xa9"), Err("offset 2 is inside a UTF-8 character".to_string()));
+    }
 
     #[test]
     fn extend_short_appends_exactly_the_bytes() {

@@ -109,7 +109,7 @@ pub fn conform(batch: &RecordBatch, target: &SchemaRef, source: &Path) -> Result
 
 /// `b` as a Utf8 array when every value is valid UTF-8 (no copy), else `None`.
 pub(crate) fn utf8(b: &arrow::array::BinaryArray) -> Option<arrow::array::StringArray> {
-    arrow::array::StringArray::try_new(b.offsets().clone(), b.values().clone(), b.nulls().cloned()).ok()
+    tessera_common::bytes::binary_to_utf8(b).ok()
 }
 
 /// `col` as type `to`; the message says what did not convert (with the row for strings).
@@ -120,6 +120,11 @@ fn convert(col: &ArrayRef, to: &DataType) -> std::result::Result<ArrayRef, Strin
     }
     let opts = CastOptions { safe: false, ..Default::default() };
     let cast = |a: &ArrayRef, t: &DataType| cast_with_options(a, t, &opts).map_err(|e| e.to_string());
+    if to == &DataType::Utf8 && from == &DataType::Binary {
+        if let Some(s) = utf8(col.as_binary::<i32>()) {
+            return Ok(Arc::new(s));
+        }
+    }
     if to == &DataType::Utf8 && matches!(from, DataType::Binary | DataType::LargeBinary | DataType::BinaryView) {
         if let Err(e) = cast(col, to) {
             let bin = cast(col, &DataType::Binary)?;

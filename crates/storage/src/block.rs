@@ -492,25 +492,17 @@ fn decode_var(
         check_offsets(&offs, len)?;
         let start = r.pos;
         let bytes = r.take(len)?;
+        let offs: Vec<i32> = offs.into_iter().map(|o| o as i32).collect();
         if *dt == DataType::Utf8 {
-            // The whole data is UTF-8 (checked with SIMD, `simdutf8`: std's check was 12% of
-            // a `URL LIKE` query's samples from disk) and every offset falls on a character
-            // boundary (not on a continuation byte, 0x80..=0xBF): then every row's bytes are
-            // UTF-8 too. What arrow's `StringArray::try_new` checks, faster.
-            simdutf8::basic::from_utf8(bytes).map_err(|_| {
-                let at = std::str::from_utf8(bytes).err().map_or(0, |e| e.valid_up_to());
-                format!("bad string data: invalid UTF-8 at byte {at}")
-            })?;
-            if let Some(&o) = offs.iter().find(|&&o| bytes.get(o as usize).is_some_and(|&b| (0x80..0xC0).contains(&b))) {
-                return Err(format!("bad string data: offset {o} is inside a UTF-8 character"));
-            }
+            // Every row is UTF-8 (one SIMD check of the whole data and a scan of the offsets).
+            tessera_common::bytes::check_utf8_rows(&offs, bytes).map_err(|e| format!("bad string data: {e}"))?;
             utf8_ok = true;
         }
         let values = match whole {
             Some(b) => b.slice_with_length(start, len),
             None => Buffer::from_slice_ref(bytes),
         };
-        (offs.into_iter().map(|o| o as i32).collect(), values)
+        (offs, values)
     } else {
         return Err(format!("encoding {enc} is not valid for {dt}"));
     };
@@ -525,10 +517,9 @@ fn decode_var(
         // by appending whole dictionary entries to `values` (monotonic, last =
         // values.len()), each entry checked to be valid UTF-8, so every row's bytes and
         // every boundary are valid. (2) Plain blocks: `check_offsets` made the offsets
-        // monotonic from 0 to `values.len()`, all of `values` is valid UTF-8, and no offset
-        // points at a continuation byte, so each offset is a char boundary and each row's
-        // bytes, a slice of valid UTF-8 between two boundaries, are valid UTF-8. (3) The
-        // lengths are checked just above.
+        // monotonic from 0 to `values.len()`, and `check_utf8_rows` checked every row's
+        // bytes to be UTF-8 between character boundaries. (3) The lengths are checked just
+        // above.
         return Ok(Arc::new(unsafe { StringArray::new_unchecked(offsets, values, nulls) }));
     }
     Ok(match dt {
