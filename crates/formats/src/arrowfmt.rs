@@ -206,8 +206,7 @@ impl<'a> IpcOut<'a> {
     /// length and the closing magic.
     fn finish(mut self) -> Result<()> {
         self.encode()?;
-        // End of stream: the continuation marker and a zero length (IPC format V5).
-        self.out.write_all(&[0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]).map_err(out_err)?;
+        self.out.write_all(&IPC_END).map_err(out_err)?;
         if let Some(blocks) = &self.blocks {
             let mut fbb = flatbuffers::FlatBufferBuilder::new();
             let dictionaries = fbb.create_vector::<arrow::ipc::Block>(&[]);
@@ -692,21 +691,31 @@ struct IpcStreamFraming<B> {
     bad: B,
 }
 
-/// The IPC message at the start of `buf`: its length and rows (those of a record batch),
-/// or `None` for the end-of-stream marker. Both the current framing (continuation marker
+/// The end-of-stream marker of an IPC stream (format V5): the continuation marker and a
+/// metadata length of 0.
+const IPC_END: [u8; 8] = [0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0];
+
+/// The prefix of the IPC message at the start of `buf`: its length in bytes and the
+/// metadata's (0: the end-of-stream marker). Both the current framing (continuation marker
 /// `0xFFFFFFFF`, then the metadata length) and the pre-1.0 one (the length alone).
-fn ipc_message(buf: &[u8]) -> std::result::Result<Option<(usize, u64)>, Walk> {
+fn ipc_prefix(buf: &[u8]) -> std::result::Result<(usize, usize), Walk> {
     let word = |at: usize| buf.get(at..at + 4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])).ok_or(Walk::Short);
     let (prefix, meta) = match word(0)? {
         0xFFFF_FFFF => (8, word(4)?),
         len => (4, len),
     };
+    // The length is an i32 in the format: a negative one is damage (not a reason to read
+    // the rest of the input looking for its end).
+    Ok((prefix, i32::try_from(meta).map_err(|_| Walk::Bad)? as usize))
+}
+
+/// The IPC message at the start of `buf`: its length and rows (those of a record batch),
+/// or `None` for the end-of-stream marker.
+fn ipc_message(buf: &[u8]) -> std::result::Result<Option<(usize, u64)>, Walk> {
+    let (prefix, meta) = ipc_prefix(buf)?;
     if meta == 0 {
         return Ok(None);
     }
-    // The length is an i32 in the format: a negative one is damage (not a reason to read
-    // the rest of the input looking for its end).
-    let meta = i32::try_from(meta).map_err(|_| Walk::Bad)? as usize;
     let metadata = buf.get(prefix..prefix + meta).ok_or(Walk::Short)?;
     let message = arrow::ipc::root_as_message(metadata).map_err(|_| Walk::Bad)?;
     let body = usize::try_from(message.bodyLength()).map_err(|_| Walk::Bad)?;
@@ -741,14 +750,10 @@ impl<B: Fn(arrow::error::ArrowError) -> Error> IpcStreamFraming<B> {
         if !more(head, 4)? {
             return Ok(None);
         }
-        let mut prefix = 4;
-        if head[..4] == [0xFF; 4] {
-            prefix = 8;
-            if !more(head, 4)? {
-                return Ok(None);
-            }
+        if head[..4] == [0xFF; 4] && !more(head, 4)? {
+            return Ok(None);
         }
-        let meta = u32::from_le_bytes([head[prefix - 4], head[prefix - 3], head[prefix - 2], head[prefix - 1]]) as usize;
+        let Ok((prefix, meta)) = ipc_prefix(head) else { return Ok(None) };
         if meta == 0 || meta > MOST || !more(head, meta)? {
             return Ok(None);
         }
@@ -838,7 +843,7 @@ impl<B: Fn(arrow::error::ArrowError) -> Error + Sync> Framing for IpcStreamFrami
             i += 1;
         }
         // A batch held back at the end of the chunk comes out with an end-of-stream marker.
-        let mut end = arrow::buffer::Buffer::from(&[0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0][..]);
+        let mut end = arrow::buffer::Buffer::from(&IPC_END[..]);
         if let Err(e) = drain(&mut decoder, &mut end, &mut out, &mut rows) {
             out.push(Err(at_message(i, rows, e)));
         }

@@ -459,7 +459,7 @@ impl ColumnWriter {
         for f in e.firsts {
             self.firsts.push(f, what)?;
         }
-        // The bytes the sink has written (it keeps back under a page, to write whole pages).
+        // The bytes the sink has written (it gathers up to 1 MiB and writes whole pages).
         let written = self.file.written();
         if written - self.writeback_from >= WRITEBACK_BYTES {
             start_writeback(self.file.get_ref(), self.writeback_from, written - self.writeback_from);
