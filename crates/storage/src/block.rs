@@ -342,10 +342,12 @@ pub(crate) fn read_block(buf: &[u8], dt: &DataType) -> DResult<ArrayRef> {
     let payload: &[u8] = match codec {
         0 => stored,
         1 => {
-            let mut out = vec![0u8; plen];
-            let n = lz4_flex::block::decompress_into(stored, &mut out).map_err(|e| format!("lz4: {e}"))?;
-            if n != plen {
-                return Err(format!("lz4 gave {n} bytes, header says {plen}"));
+            // Into fresh capacity, not a zeroed buffer: the zero-fill was 3% of `AVG(length(URL))`
+            // (Q28) from disk at 100M rows. The decoder writes at most `plen` bytes (more is
+            // an error).
+            let out = lz4_flex::block::decompress(stored, plen).map_err(|e| format!("lz4: {e}"))?;
+            if out.len() != plen {
+                return Err(format!("lz4 gave {} bytes, header says {plen}", out.len()));
             }
             owned = Buffer::from_vec(out);
             &owned
