@@ -577,6 +577,38 @@ mod tests {
         }
     }
 
+    /// A compressed block whose checksum is right but whose header declares a payload
+    /// size other than what its LZ4 or Zstandard stream holds (a writer bug, or bytes made
+    /// to look valid) is an error from the codec's step, never a panic or an array of
+    /// other length; the same for a stream cut short.
+    #[test]
+    fn compressed_blocks_must_hold_the_declared_payload() {
+        let arr: ArrayRef = Arc::new(StringArray::from((0..2_000).map(|i| format!("https://example.com/{}", i * 7919)).collect::<Vec<_>>()));
+        let reseal = |b: &mut Vec<u8>| {
+            let h = xxhash_rust::xxh3::xxh3_64(&b[8..]);
+            b[..8].copy_from_slice(&h.to_le_bytes());
+        };
+        for codec in [Codec::Lz4, Codec::Zstd(3)] {
+            let mut good = Vec::new();
+            write_block(arr.as_ref(), codec, false, &mut good).unwrap();
+            let plen = u32_at(&good, 16);
+            for declared in [0, 1, plen - 1, plen + 1, plen * 2] {
+                let mut b = good.clone();
+                b[16..20].copy_from_slice(&declared.to_le_bytes());
+                reseal(&mut b);
+                let e = read_block(&b, &DataType::Utf8).unwrap_err();
+                assert!(e.contains("lz4") || e.contains("zstd"), "{codec:?}, {declared} of {plen} bytes: {e}");
+            }
+            // The stream cut short (the stored size follows, the checksum is made right).
+            let mut b = good.clone();
+            let stored = u32_at(&b, 20);
+            b.truncate(b.len() - 10);
+            b[20..24].copy_from_slice(&(stored - 10).to_le_bytes());
+            reseal(&mut b);
+            assert!(read_block(&b, &DataType::Utf8).is_err(), "{codec:?} cut short");
+        }
+    }
+
     #[test]
     fn codec_names_parse() {
         assert_eq!(Codec::parse("ZSTD(9)"), Some(Codec::Zstd(9)));
