@@ -17,10 +17,9 @@
 //! compare URL bytes: Q34 spent more in `memcmp`, measured); the first empty slot ends it. Probing is linear, so a key's slot does not depend
 //! on the family: a table is laid out the same under every ISA, and the scalar twin
 //! ([`Swar`], 8 slots a step) serves the single-key paths. Batches prefetch the control
-//! bytes and slot (and a string key's bytes) of the key [`PREFETCH`] rows ahead, and for
-//! string keys the bytes of the stored key the home slot likely holds [`STORED_AHEAD`] rows
-//! ahead, so the cache misses of a table larger than the cache overlap (group prefetching;
-//! ClickHouse PR 39304). At most 3/4 of the slots
+//! bytes and slot (and a string key's bytes) of the key [`PREFETCH`] rows ahead, so the
+//! cache misses of a table larger
+//! than the cache overlap (group prefetching; ClickHouse PR 39304). At most 3/4 of the slots
 //! are full: 9 bytes a slot, about 12 to 24 bytes a group (DuckDB keeps 16 salt bits beside
 //! each entry's pointer the same way).
 //! A two-level table (ClickHouse's `TwoLevelHashTable`) is [`PARTITIONS`] of these, one per
@@ -48,15 +47,14 @@ const MIN_SLOTS: usize = MAX_WIDTH;
 /// their first and last byte) a batch probe prefetches. The final phase drains a partition's
 /// scattered string keys, which point into the input column at random: 16 rows ahead with
 /// both lines of an 88-byte URL made Q34 and Q35 12-18% faster than 8 rows with the first
-/// line only (10M rows, 2 threads, AMD Zen 5; 32 measured the same as 16).
+/// line only (10M rows, 2 threads, AMD Zen 5; 32 measured the same as 16). (A deeper pipeline
+/// that also read the likely group from the home slot and fetched its key and bytes measured
+/// no faster on Q34 here: its `memcmp`s stayed.)
 const PREFETCH: usize = 16;
 
 /// Rows ahead whose stored key (the group its home slot holds, when tag and check bits
 /// match) a batch probe prefetches: half of [`PREFETCH`], so that the home slot prefetched
-/// [`PREFETCH`] rows ahead has arrived. At 10M rows in memory this measured no faster on
-/// Q34 (2026-12-05: its `memcmp`s stayed); at 100M from disk, where a worker's flushes probe
-/// per-partition tables whose keys are in a multi-GiB arena, `memcmp` fell from 28% to 12%
-/// of Q34's samples and Q34 from 8.8-9.1 to 8.4-8.6 s.
+/// [`PREFETCH`] rows ahead has arrived.
 const STORED_AHEAD: usize = PREFETCH / 2;
 
 /// Slots of a table small enough to stay in cache (4 KiB of control bytes, 32 KiB of slots):
