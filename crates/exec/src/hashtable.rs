@@ -52,11 +52,6 @@ const MIN_SLOTS: usize = MAX_WIDTH;
 /// no faster on Q34 here: its `memcmp`s stayed.)
 const PREFETCH: usize = 16;
 
-/// Rows ahead whose stored key (the group its home slot holds, when tag and check bits
-/// match) a batch probe prefetches: half of [`PREFETCH`], so that the home slot prefetched
-/// [`PREFETCH`] rows ahead has arrived.
-const STORED_AHEAD: usize = PREFETCH / 2;
-
 /// Slots of a table small enough to stay in cache (4 KiB of control bytes, 32 KiB of slots):
 /// its probes are not prefetched.
 const CACHED_SLOTS: usize = 4096;
@@ -268,9 +263,7 @@ impl<K: GroupKey> GroupTable<K> {
         k.prefetch_bytes();
     }
 
-    /// [`GroupTable::prefetch_row`] for the row [`PREFETCH`] rows ahead of row `i`; for keys
-    /// that ask for it ([`GroupKey::PREFETCH_STORED`]), also [`GroupTable::prefetch_stored`] for the row [`STORED_AHEAD`]
-    /// rows ahead, whose home slot has arrived by then.
+    /// [`GroupTable::prefetch_row`] for the row [`PREFETCH`] rows ahead of row `i`.
     #[inline(always)]
     fn prefetch_ahead<'k>(&self, i: usize, n: usize, get: &impl Fn(usize) -> (&'k K, u64))
     where
@@ -278,27 +271,6 @@ impl<K: GroupKey> GroupTable<K> {
     {
         if i + PREFETCH < n {
             self.prefetch_row(i + PREFETCH, get);
-        }
-        if K::PREFETCH_STORED && i + STORED_AHEAD < n && self.slots.len() > CACHED_SLOTS {
-            self.prefetch_stored(get(i + STORED_AHEAD).1);
-        }
-    }
-
-    /// Prefetches the bytes of the stored key that `h`'s home slot holds when its tag and
-    /// check bits are `h`'s (the likely match: at most 3/4 of the slots are full, so most
-    /// keys sit in their home slot), so that the compare of a repeated key does not wait for
-    /// DRAM. The home slot's control byte and slot were prefetched [`PREFETCH`] rows before.
-    #[inline(always)]
-    fn prefetch_stored(&self, h: u64) {
-        let i = h as usize & (self.slots.len() - 1);
-        if self.ctrl_at(i) != tag_of(h) {
-            return;
-        }
-        let s = self.slots[i];
-        if s >> 32 == check_of(h)
-            && let Some(k) = self.keys.get(s as u32 as usize)
-        {
-            k.prefetch_bytes();
         }
     }
 

@@ -35,12 +35,6 @@ pub(crate) trait GroupKey: Clone + PartialEq + Send + Sync {
     /// Whether the key borrows the input's bytes ([`GroupKey::persist`] copies them).
     const BORROWS: bool = false;
 
-    /// Whether a batch probe prefetches the bytes of the stored key its home slot likely
-    /// holds ([`crate::hashtable`]'s `prefetch_stored`): for keys whose compare nearly always
-    /// reads bytes elsewhere (a URL: Q34 at 100M rows from disk 8.95 -> 8.50 s), not for a
-    /// key whose bytes are mostly empty (Q19's SearchPhrase: the extra loads made it slower).
-    const PREFETCH_STORED: bool = false;
-
     /// Whether scattered rows keep their key's hash. Fixed-width keys do not: rehashing
     /// them in the final phase (a few instructions a key, vectorised) costs less than
     /// writing and reading 8 bytes a row more through the radix partitions, which is what
@@ -276,7 +270,6 @@ impl GroupKey for u128 {
 }
 impl GroupKey for &[u8] {
     const BORROWS: bool = true;
-    const PREFETCH_STORED: bool = true;
     #[inline(always)]
     fn prefetch_bytes(&self) {
         prefetch_slice(self);
