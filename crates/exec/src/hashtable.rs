@@ -49,7 +49,11 @@ const MIN_SLOTS: usize = MAX_WIDTH;
 /// both lines of an 88-byte URL made Q34 and Q35 12-18% faster than 8 rows with the first
 /// line only (10M rows, 2 threads, AMD Zen 5; 32 measured the same as 16). (A deeper pipeline
 /// that also read the likely group from the home slot and fetched its key and bytes measured
-/// no faster on Q34 here: its `memcmp`s stayed.)
+/// no faster on Q34 here: its `memcmp`s stayed. Tried again on 2026-12-06 for string keys
+/// only, 8 rows ahead, and staged (the key's slice 8 rows ahead, its bytes 4): Q34 at 100M
+/// rows from disk 5% faster (a worker's flushes probe tables whose URLs sit in a multi-GiB
+/// arena: `memcmp` 28% -> 12% of the samples), but Q34 and Q35 at 10M in memory 4-40%
+/// slower, alternated with the build without it; not kept.)
 const PREFETCH: usize = 16;
 
 /// Slots of a table small enough to stay in cache (4 KiB of control bytes, 32 KiB of slots):
