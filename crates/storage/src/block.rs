@@ -337,29 +337,25 @@ pub(crate) fn read_block(buf: &[u8], dt: &DataType) -> DResult<ArrayRef> {
     }
     let stored = &buf[HEADER_LEN..len];
     // The decompressed payload is an Arrow buffer so that plain string values can be
-    // sliced out of it without a copy.
+    // sliced out of it without a copy. Both codecs decode into fresh capacity of `plen` bytes (a zero-filled buffer was 3% of
+    // `AVG(length(URL))`, Q28, from disk at 100M rows) and write at most that much: more is
+    // the codec's error, less is checked here.
+    let decoded = match codec {
+        0 => None,
+        1 => Some(("lz4", lz4_flex::block::decompress(stored, plen).map_err(|e| format!("lz4: {e}"))?)),
+        2 => Some(("zstd", zstd::bulk::decompress(stored, plen).map_err(|e| format!("zstd: {e}"))?)),
+        c => return Err(format!("unknown codec id {c}")),
+    };
     let mut owned = Buffer::from_vec(Vec::<u8>::new());
-    let payload: &[u8] = match codec {
-        0 => stored,
-        1 => {
-            // Into fresh capacity, not a zeroed buffer: the zero-fill was 3% of `AVG(length(URL))`
-            // (Q28) from disk at 100M rows. The decoder writes at most `plen` bytes (more is
-            // an error).
-            let out = lz4_flex::block::decompress(stored, plen).map_err(|e| format!("lz4: {e}"))?;
+    let payload: &[u8] = match decoded {
+        None => stored,
+        Some((name, out)) => {
             if out.len() != plen {
-                return Err(format!("lz4 gave {} bytes, header says {plen}", out.len()));
+                return Err(format!("{name} gave {} bytes, header says {plen}", out.len()));
             }
             owned = Buffer::from_vec(out);
             &owned
         }
-        2 => {
-            owned = Buffer::from_vec(zstd::bulk::decompress(stored, plen).map_err(|e| format!("zstd: {e}"))?);
-            if owned.len() != plen {
-                return Err(format!("zstd gave {} bytes, header says {plen}", owned.len()));
-            }
-            &owned
-        }
-        c => return Err(format!("unknown codec id {c}")),
     };
     let whole = (codec != 0).then_some(&owned);
     decode_payload(payload, whole, rows, enc, dt)
