@@ -339,8 +339,7 @@ fn datasets(args: &BenchArgs) -> Result<Vec<PathBuf>> {
 /// against 0.06-0.07 when it came second or after this wait (all 43 queries' columns
 /// loaded, 10M rows); a jemalloc purge right after the load did not remove it, so the
 /// cause is outside the engine (the allocator's or the OS's deferred work). ClickBench runs
-/// its queries as a separate step after the load, likewise. (Measured with jemalloc's 1 s
-/// decay; with 5 s, `.cargo/config.toml`, the queries reuse more of the load's freed pages.)
+/// its queries as a separate step after the load, likewise.
 const SETTLE_SECONDS: u64 = 2;
 
 fn settle_after_load() {
