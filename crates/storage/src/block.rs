@@ -337,9 +337,9 @@ pub(crate) fn read_block(buf: &[u8], dt: &DataType) -> DResult<ArrayRef> {
     }
     let stored = &buf[HEADER_LEN..len];
     // The decompressed payload is an Arrow buffer so that plain string values can be
-    // sliced out of it without a copy. Both codecs decode into fresh capacity of `plen` bytes (a zero-filled buffer was 3% of
-    // `AVG(length(URL))`, Q28, from disk at 100M rows) and write at most that much: more is
-    // the codec's error, less is checked here.
+    // sliced out of it without a copy. Both codecs decode into fresh capacity of `plen`
+    // bytes (a zero-filled buffer was 3% of `AVG(length(URL))`, Q28, from disk at 100M rows)
+    // and write at most that much: more is the codec's error, less is checked here.
     let decoded = match codec {
         0 => None,
         1 => Some(("lz4", lz4_flex::block::decompress(stored, plen).map_err(|e| format!("lz4: {e}"))?)),
