@@ -446,8 +446,8 @@ fn decode_var(
     nulls: Option<NullBuffer>,
     dt: &DataType,
 ) -> DResult<ArrayRef> {
-    // Dictionary blocks of Utf8 columns validate UTF-8 once per dictionary entry instead of
-    // once per row; plain ones once for the whole data (`utf8_ok`).
+    // Utf8 columns validate UTF-8 once per block (`utf8_ok`): a dictionary block its
+    // dictionary's entries, not every row; a plain one its whole data.
     let mut utf8_ok = false;
     let (offsets, values): (Vec<i32>, Buffer) = if enc == Encoding::Dict as u8 {
         let n = r.u32()? as usize;
@@ -456,10 +456,9 @@ fn decode_var(
         check_offsets(&doffs, dlen)?;
         let dict = r.take(dlen)?;
         if *dt == DataType::Utf8 {
-            for w in doffs.windows(2) {
-                std::str::from_utf8(&dict[w[0] as usize..w[1] as usize])
-                    .map_err(|e| format!("bad string data in dictionary: {e}"))?;
-            }
+            // The dictionary's entries, checked as a plain block's rows are (below).
+            let entries: Vec<i32> = doffs.iter().map(|&o| o as i32).collect();
+            tessera_common::bytes::check_utf8_rows(&entries, dict).map_err(|e| format!("bad string data in dictionary: {e}"))?;
             utf8_ok = true;
         }
         let width = r.u8()? as usize;
@@ -570,6 +569,26 @@ mod tests {
             assert_eq!(read_block(&out, &DataType::Binary).unwrap().as_ref(), bin.as_ref());
             let e = read_block(&out, &DataType::Utf8).unwrap_err();
             assert!(e.contains(says), "{e}");
+        }
+    }
+
+    /// A dictionary block is checked through its entries: valid ones read back as strings,
+    /// an entry that is not UTF-8 is an error naming the dictionary and the byte.
+    #[test]
+    fn dictionary_string_blocks_check_their_entries() {
+        for (entries, bad) in [(vec![&b"ab"[..], "é".as_bytes(), b""], false), (vec![&b"ab"[..], b"\xff", b""], true)] {
+            let rows: Vec<&[u8]> = (0..3000).map(|i| entries[i % 3]).collect();
+            let bin: ArrayRef = Arc::new(arrow::array::BinaryArray::from(rows));
+            let mut out = Vec::new();
+            write_block(bin.as_ref(), Codec::None, true, &mut out).unwrap();
+            assert_eq!(out[9], Encoding::Dict as u8);
+            match read_block(&out, &DataType::Utf8) {
+                Ok(s) => {
+                    assert!(!bad);
+                    assert_eq!(s.as_string::<i32>().iter().map(|v| v.unwrap().as_bytes()).collect::<Vec<_>>(), bin.as_binary::<i32>().iter().map(|v| v.unwrap()).collect::<Vec<_>>());
+                }
+                Err(e) => assert!(bad && e.contains("in dictionary: invalid UTF-8 at byte 2"), "{e}"),
+            }
         }
     }
 
