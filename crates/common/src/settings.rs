@@ -61,6 +61,15 @@ pub struct Settings {
     /// LAST, for `n + OFFSET` up to 1,000 rows, when neither the WHERE nor an output is a
     /// general expression. Default on; `0` scans as before (same answers).
     pub use_top_k_dynamic_filtering: bool,
+    /// Query condition cache (ClickHouse's `use_query_condition_cache`, 25.3): for each WHERE
+    /// conjunct evaluated on whole granules of an on-disk part, the database remembers
+    /// which granules held a row where it was TRUE, and later queries with that conjunct
+    /// read only those granules (`URL LIKE '%google%'` then decodes the URLs of the
+    /// granules with a match, not the table's). Conjuncts with a general expression are not
+    /// cached, and a WHERE with one does not use the cache (so whether an expression error
+    /// is raised does not depend on it). Default on; `0` neither reads nor records (same
+    /// answers).
+    pub use_query_condition_cache: bool,
     /// Bytes of GROUP BY state a query may hold before it writes partitions to temporary
     /// files (ClickHouse's `max_bytes_before_external_group_by`; external GROUP BY). `0`
     /// (the default) derives it from the ratio below.
@@ -117,6 +126,7 @@ impl Default for Settings {
             query_plan_optimize_lazy_materialization: true,
             optimize_trivial_group_by_limit_query: true,
             use_top_k_dynamic_filtering: true,
+            use_query_condition_cache: true,
             max_bytes_before_external_group_by: 0,
             max_bytes_ratio_before_external_group_by: 0.5,
             max_bytes_before_external_sort: 0,
@@ -178,6 +188,7 @@ impl Settings {
         "query_plan_optimize_lazy_materialization",
         "optimize_trivial_group_by_limit_query",
         "use_top_k_dynamic_filtering",
+        "use_query_condition_cache",
         "max_bytes_before_external_group_by",
         "max_bytes_ratio_before_external_group_by",
         "max_bytes_before_external_sort",
@@ -259,6 +270,7 @@ impl Settings {
             }
             "optimize_trivial_group_by_limit_query" => self.optimize_trivial_group_by_limit_query = flag(parse(value)?)?,
             "use_top_k_dynamic_filtering" => self.use_top_k_dynamic_filtering = flag(parse(value)?)?,
+            "use_query_condition_cache" => self.use_query_condition_cache = flag(parse(value)?)?,
             "simd_level" => {
                 let v = value.trim().trim_matches('\'');
                 self.simd_level = if v.eq_ignore_ascii_case("auto") || v.is_empty() {

@@ -5,9 +5,11 @@
 //! A table may be backed by a [`ColumnSource`] (a Parquet file): columns are then read on
 //! first use and kept in memory, so a query that touches 6 of 105 columns reads 6.
 
+use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
 use arrow::array::ArrayRef;
+use arrow::buffer::BooleanBuffer;
 use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
 
 use crate::{Error, Result};
@@ -98,6 +100,31 @@ pub trait ColumnSource: Send + Sync + std::fmt::Debug {
     /// statistics for are ignored, so the returned source may still hold rows that fail
     /// them: the filter is always applied afterwards.
     fn prune(&self, _ranges: &[ColumnRange]) -> Option<PrunedSource> {
+        None
+    }
+
+    /// Query condition cache (ClickHouse's `use_query_condition_cache`): the rows of morsel
+    /// `morsel` where the condition whose hash is `condition` may be TRUE, as ascending,
+    /// disjoint row ranges within the morsel (empty: on no row), from what
+    /// [`ColumnSource::record_condition`] recorded for earlier queries. `None` (the default)
+    /// when nothing is known of this condition in this morsel. The answer is coarse (whole
+    /// granules): the condition must still be evaluated on the rows returned.
+    fn condition_rows(&self, _condition: u128, _morsel: usize) -> Option<Vec<Range<u32>>> {
+        None
+    }
+
+    /// Records where the condition whose hash is `condition` is TRUE in morsel `morsel`:
+    /// `held` has one bit per row of the morsel, set where it is TRUE (FALSE and NULL
+    /// unset), evaluated on every row. The condition's value must depend on the row only
+    /// (no `rand()`, no `now()`). Sources that keep a condition cache remember it per
+    /// granule; the default does nothing.
+    fn record_condition(&self, _condition: u128, _morsel: usize, _held: &BooleanBuffer) {}
+
+    /// Identity of the rows this source reads: two sources (two queries' snapshots of a
+    /// table) with the same id hold the same rows in the same morsels. A condition that
+    /// depends on every row of the table (a top-N bound) is cached under it. `None` (the
+    /// default) when the source cannot tell.
+    fn data_id(&self) -> Option<u64> {
         None
     }
 }
@@ -221,6 +248,25 @@ impl Table {
     /// The schema (column names and types).
     pub fn schema(&self) -> &SchemaRef {
         &self.schema
+    }
+
+    /// The rows of morsel `m` where a condition may be TRUE, from the source's query
+    /// condition cache ([`ColumnSource::condition_rows`]); `None` when unknown or the
+    /// table has no source.
+    pub fn condition_rows(&self, condition: u128, m: usize) -> Option<Vec<Range<u32>>> {
+        self.source.as_ref()?.condition_rows(condition, m)
+    }
+
+    /// Records where a condition is TRUE in morsel `m` ([`ColumnSource::record_condition`]).
+    pub fn record_condition(&self, condition: u128, m: usize, held: &BooleanBuffer) {
+        if let Some(s) = &self.source {
+            s.record_condition(condition, m, held);
+        }
+    }
+
+    /// Identity of the rows of this table's source ([`ColumnSource::data_id`]).
+    pub fn data_id(&self) -> Option<u64> {
+        self.source.as_ref()?.data_id()
     }
 
     /// Total rows.

@@ -288,8 +288,8 @@ impl Database {
         if let Some(t) = self.tables.read().expect("catalog lock").get(&name.to_ascii_lowercase()) {
             return Some(t.clone());
         }
-        let cache = self.store.as_ref().map(|s| s.block_cache());
-        self.disk_table(name).and_then(|t| t.snapshot_cached(cache).ok()).map(Arc::new)
+        let caches = self.store.as_ref().map(|s| s.caches()).unwrap_or_default();
+        self.disk_table(name).and_then(|t| t.snapshot_cached(&caches).ok()).map(Arc::new)
     }
 
     /// Names of all tables, sorted.

@@ -79,6 +79,10 @@ pub struct Profile {
     /// `use_top_k_dynamic_filtering` excluded them (by their min/max index, unread, or
     /// after reading its key column).
     pub morsels_skipped: usize,
+    /// Rows the query condition cache (`use_query_condition_cache`) left out before any
+    /// of their columns was read: granules earlier queries found holding no row of a WHERE
+    /// conjunct, of the whole WHERE, or within a top-N scan's bound.
+    pub condition_cache_rows_skipped: usize,
     /// Times a GROUP BY worker aggregated its scattered rows early to release the streamed
     /// morsels their string keys borrowed (see `aggregate::scatter_retained_bytes`).
     pub partial_flushes: usize,
@@ -102,6 +106,7 @@ impl Profile {
             hash_table_bytes: self.hash_table_bytes + other.hash_table_bytes,
             peak_memory_bytes: self.peak_memory_bytes.max(other.peak_memory_bytes),
             morsels_skipped: self.morsels_skipped + other.morsels_skipped,
+            condition_cache_rows_skipped: self.condition_cache_rows_skipped + other.condition_cache_rows_skipped,
             partial_flushes: self.partial_flushes + other.partial_flushes,
             spills: self.spills + other.spills,
             spilled_runs: self.spilled_runs + other.spilled_runs,

@@ -29,6 +29,8 @@ pub(crate) struct Input<'a> {
     query: &'a QueryContext,
     /// Morsels dropped after their WHERE columns (see [`Input::skipped`]).
     skipped: AtomicUsize,
+    /// Rows the query condition cache left out (see [`Input::cache_skipped`]).
+    cache_skipped: AtomicUsize,
 }
 
 /// The columns read so far of one morsel, indexed by table column (`None` elsewhere); the
@@ -71,12 +73,24 @@ impl<'a> Input<'a> {
         for (&c, col) in used.iter().zip(loaded) {
             resident[c] = col;
         }
-        Ok(Input { table, resident, query, skipped: AtomicUsize::new(0) })
+        Ok(Input { table, resident, query, skipped: AtomicUsize::new(0), cache_skipped: AtomicUsize::new(0) })
     }
 
     /// No column of a morsel yet; [`Input::read`] fills it.
     pub(crate) fn morsel(&self) -> MorselColumns<'a> {
         MorselColumns { cols: vec![None; self.resident.len()], accounted: 0, query: self.query }
+    }
+
+    /// The rows of morsel `m` where the condition with cache key `key` may be TRUE, from
+    /// the table's query condition cache (`None`: unknown).
+    pub(crate) fn condition_rows(&self, key: u128, m: usize) -> Option<Vec<std::ops::Range<u32>>> {
+        self.table.condition_rows(key, m)
+    }
+
+    /// Records in the table's query condition cache where the condition with cache key
+    /// `key` is TRUE in morsel `m` (`held`: one bit per row, every row evaluated).
+    pub(crate) fn record_condition(&self, key: u128, m: usize, held: &arrow::buffer::BooleanBuffer) {
+        self.table.record_condition(key, m, held);
     }
 
     /// Adds the columns `which` of morsel `m` to `into` (those it lacks): sliced from memory
@@ -149,6 +163,16 @@ impl<'a> Input<'a> {
     /// the top-N bound excluded it, read or not), so its other columns were not read.
     pub(crate) fn skip(&self) {
         self.skipped.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts `rows` left out by the query condition cache.
+    pub(crate) fn cache_skip(&self, rows: usize) {
+        self.cache_skipped.fetch_add(rows, Ordering::Relaxed);
+    }
+
+    /// Rows the query condition cache left out before any of their columns was read.
+    pub(crate) fn cache_skipped(&self) -> usize {
+        self.cache_skipped.load(Ordering::Relaxed)
     }
 
     /// Morsels whose WHERE columns were read and that no row passed: their other columns

@@ -13,7 +13,10 @@
 //! (an expression error) is not evaluated on rows an earlier conjunct dropped, as in
 //! ClickHouse's short-circuit evaluation.
 
-use arrow::array::ArrayRef;
+use std::ops::Range;
+
+use arrow::array::{ArrayRef, BooleanBufferBuilder};
+use arrow::buffer::BooleanBuffer;
 use arrow::datatypes::{DataType, Schema};
 use tessera_common::Result;
 use tessera_kernels::Kernels;
@@ -33,6 +36,8 @@ struct Step {
     cols: Vec<usize>,
     /// [`cost`] class.
     cost: u8,
+    /// Its key in the table's query condition cache ([`condition_key`]); `None`: not cached.
+    cached: Option<u128>,
 }
 
 /// The WHERE clause of a query as ordered PREWHERE steps.
@@ -44,6 +49,10 @@ pub(crate) struct Prewhere {
     /// Columns the query reads after the WHERE (sorted): a step on few rows still reads
     /// these whole, as they will be needed anyway; the others only at those rows.
     later: Vec<usize>,
+    /// The query condition cache's key of the whole WHERE when it has several conjuncts,
+    /// all cacheable: its rows are known exactly once a morsel is done, whichever steps ran
+    /// on which rows (ClickHouse caches the whole filter too). `None` otherwise.
+    whole: Option<u128>,
 }
 
 /// Relative cost per row of evaluating `p` over columns of `schema`: 0 fixed-width
@@ -67,6 +76,13 @@ fn cost(p: &Predicate, schema: &Schema) -> u8 {
     }
 }
 
+/// The query condition cache's key of conjunct `p` (a hash of its plan form: column
+/// positions, operator, constants), or `None` when its value may depend on more than the
+/// row (a general expression: `rand()`, `now()`) or on no column at all.
+fn condition_key(p: &Predicate) -> Option<u128> {
+    (!has_expr(p) && !matches!(p, Predicate::Const(_))).then(|| xxhash_rust::xxh3::xxh3_128(format!("{p:?}").as_bytes()))
+}
+
 /// Whether `p` holds a general expression (which may fail on a row).
 pub(crate) fn has_expr(p: &Predicate) -> bool {
     match p {
@@ -80,7 +96,10 @@ pub(crate) fn has_expr(p: &Predicate) -> bool {
 impl Prewhere {
     /// The steps of `filter` over a table of `schema`: its top-level conjuncts (nested ANDs
     /// flattened), cheapest first. `later`: the columns the query reads after the WHERE.
-    pub(crate) fn new(filter: Option<&Predicate>, schema: &Schema, later: &[usize]) -> Self {
+    /// `use_cache`: the query condition cache (`use_query_condition_cache`) tells which
+    /// granules of a morsel can hold rows of a conjunct evaluated by an earlier query, and
+    /// conjuncts evaluated on whole morsels are recorded there.
+    pub(crate) fn new(filter: Option<&Predicate>, schema: &Schema, later: &[usize], use_cache: bool) -> Self {
         fn flatten(p: &Predicate, out: &mut Vec<Predicate>) {
             match p {
                 Predicate::And(ps) => ps.iter().for_each(|p| flatten(p, out)),
@@ -99,7 +118,8 @@ impl Prewhere {
                 cols.sort_unstable();
                 cols.dedup();
                 let cost = cost(&pred, schema);
-                Step { pred, cols, cost }
+                let cached = if use_cache { condition_key(&pred) } else { None };
+                Step { pred, cols, cost, cached }
             })
             .collect();
         // Stable: equal costs keep the written order.
@@ -107,7 +127,11 @@ impl Prewhere {
         let mut later = later.to_vec();
         later.sort_unstable();
         later.dedup();
-        Prewhere { steps, schema: Some(schema.clone()), later }
+        let whole = match filter {
+            Some(f) if use_cache && steps.len() > 1 && steps.iter().all(|s| s.cached.is_some()) => condition_key(f),
+            _ => None,
+        };
+        Prewhere { steps, schema: Some(schema.clone()), later, whole }
     }
 
     /// Reads the WHERE columns of morsel `m` (`len` rows) into `mcols` step by step and
@@ -124,7 +148,7 @@ impl Prewhere {
         mcols: &mut MorselColumns<'_>,
         kern: &Kernels,
     ) -> Result<Selection> {
-        self.select_with(input, m, len, mcols, kern, None)
+        self.select_with(input, m, len, mcols, kern, None, None)
     }
 
     /// The number of rows of morsel `m` that [`Prewhere::select`] keeps, for a query that
@@ -141,10 +165,17 @@ impl Prewhere {
     ) -> Result<usize> {
         match self.steps.as_slice() {
             [] => Ok(len),
-            [step] => {
-                input.read(m, &step.cols, mcols)?;
-                Ok(evaluate(&step.pred, &mcols.cols, len, kern)?.count_set_bits())
-            }
+            [step] => match self.cached_rows(input, m, len, None) {
+                None => {
+                    input.read(m, &step.cols, mcols)?;
+                    let bits = evaluate(&step.pred, &mcols.cols, len, kern)?;
+                    if let Some(key) = step.cached {
+                        input.record_condition(key, m, &bits);
+                    }
+                    Ok(bits.count_set_bits())
+                }
+                start => Ok(self.select_from(input, m, len, mcols, kern, None, None, start)?.map_or(len, |s| s.len())),
+            },
             _ => Ok(self.select(input, m, len, mcols, kern)?.map_or(len, |s| s.len())),
         }
     }
@@ -153,6 +184,12 @@ impl Prewhere {
     /// meet too (a top-N bound, see [`crate::topn_filter`]): evaluated after the steps of at
     /// most its cost and after the general expressions when the WHERE has some, so that
     /// whether a row's expression is evaluated (and may fail) does not depend on it.
+    ///
+    /// `extra_key`: the query condition cache's key of "the WHERE and the final value of
+    /// `extra`" (a top-N scan's, [`crate::topn_filter::TopNFilter::cache_key`]): the kept
+    /// rows are recorded under it (a superset of the rows within the final bound, as the
+    /// bound only tightens), and its earlier records leave granules out like a conjunct's.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn select_with(
         &self,
         input: &Input<'_>,
@@ -161,11 +198,32 @@ impl Prewhere {
         mcols: &mut MorselColumns<'_>,
         kern: &Kernels,
         extra: Option<Predicate>,
+        extra_key: Option<u128>,
     ) -> Result<Selection> {
+        let start = self.cached_rows(input, m, len, extra_key);
+        self.select_from(input, m, len, mcols, kern, extra, extra_key, start)
+    }
+
+    /// [`Prewhere::select_with`] from the rows `start` (what the query condition cache
+    /// left in).
+    #[allow(clippy::too_many_arguments)]
+    fn select_from(
+        &self,
+        input: &Input<'_>,
+        m: usize,
+        len: usize,
+        mcols: &mut MorselColumns<'_>,
+        kern: &Kernels,
+        extra: Option<Predicate>,
+        extra_key: Option<u128>,
+        start: Selection,
+    ) -> Result<Selection> {
+        // The whole WHERE's rows are known exactly at the end unless `extra` took some.
+        let record_whole = self.whole.filter(|_| extra.is_none());
         let extra = extra.map(|pred| {
             let mut cols = Vec::new();
             predicate_columns(&pred, &mut cols);
-            Step { pred, cols, cost: 0 }
+            Step { pred, cols, cost: 0, cached: None }
         });
         // After the steps at most as costly as it (they are sorted by cost), and after every
         // general expression.
@@ -175,8 +233,11 @@ impl Prewhere {
             general.max(self.steps.partition_point(|s| s.cost <= c))
         });
         let steps = self.steps[..at].iter().chain(extra.as_ref()).chain(&self.steps[at..]);
-        let mut sel: Selection = None;
+        let mut sel = start;
         for step in steps {
+            if sel.as_ref().is_some_and(|s| s.is_empty()) {
+                break;
+            }
             sel = match sel {
                 Some(rows) if (rows.len() as f64) < GATHER_BELOW * len as f64 => {
                     // Few rows left: the step's columns at those rows only (a streamed
@@ -194,18 +255,78 @@ impl Prewhere {
                 sel => {
                     input.read(m, &step.cols, mcols)?;
                     let bits = evaluate(&step.pred, &mcols.cols, len, kern)?;
+                    if let Some(key) = step.cached {
+                        input.record_condition(key, m, &bits);
+                    }
                     match sel {
                         None => selection(&bits, kern),
                         Some(rows) => Some(rows.into_iter().filter(|&r| bits.value(r as usize)).collect()),
                     }
                 }
             };
-            if sel.as_ref().is_some_and(|s| s.is_empty()) {
-                break;
-            }
+        }
+        for key in record_whole.into_iter().chain(extra_key) {
+            input.record_condition(key, m, &held(&sel, len));
         }
         Ok(sel)
     }
+
+    /// The rows of morsel `m` (`len` rows) that the query condition cache leaves in: the
+    /// granules where every cached conjunct may hold (`None`: every row, or nothing known).
+    fn cached_rows(&self, input: &Input<'_>, m: usize, len: usize, extra_key: Option<u128>) -> Selection {
+        // A general expression may fail on a row: skipping granules by the cache would
+        // decide whether it is evaluated there.
+        if self.steps.iter().any(|s| has_expr(&s.pred)) {
+            return None;
+        }
+        let mut left: Option<Vec<Range<u32>>> = None;
+        for key in self.steps.iter().filter_map(|s| s.cached).chain(self.whole).chain(extra_key) {
+            let Some(rows) = input.condition_rows(key, m) else { continue };
+            left = Some(match left {
+                None => rows,
+                Some(prev) => intersect(&prev, &rows),
+            });
+        }
+        // Worth it only when the first step would then read a few granules (gathered) or
+        // none: otherwise it reads the whole morsel anyway.
+        let left = left?;
+        let rows = left.iter().map(|r| (r.end - r.start) as usize).sum::<usize>();
+        if rows as f64 >= GATHER_BELOW * len as f64 {
+            return None;
+        }
+        input.cache_skip(len - rows);
+        Some(left.into_iter().flatten().collect())
+    }
+}
+
+/// One bit per row of a `len`-row morsel, set at the rows of `sel`.
+pub(crate) fn held(sel: &Selection, len: usize) -> BooleanBuffer {
+    let mut held = BooleanBufferBuilder::new(len);
+    match sel {
+        None => held.append_n(len, true),
+        Some(rows) => {
+            held.append_n(len, false);
+            rows.iter().for_each(|&r| held.set_bit(r as usize, true));
+        }
+    }
+    held.finish()
+}
+
+/// The intersection of two lists of ascending, disjoint ranges.
+fn intersect(a: &[Range<u32>], b: &[Range<u32>]) -> Vec<Range<u32>> {
+    let (mut i, mut j, mut out) = (0, 0, Vec::new());
+    while i < a.len() && j < b.len() {
+        let (lo, hi) = (a[i].start.max(b[j].start), a[i].end.min(b[j].end));
+        if lo < hi {
+            out.push(lo..hi);
+        }
+        if a[i].end < b[j].end {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -244,7 +365,7 @@ mod tests {
         for k in [-1, 50, 95, 200] {
             let gt = Predicate::Cmp { column: 0, op: CmpOp::Gt, value: Value::Int(k) };
             let filter = Predicate::And(vec![like.clone(), Predicate::And(vec![ne.clone(), gt.clone()])]);
-            let pw = Prewhere::new(Some(&filter), &schema, &[]);
+            let pw = Prewhere::new(Some(&filter), &schema, &[], false);
             let order: Vec<&Predicate> = pw.steps.iter().map(|s| &s.pred).collect();
             assert_eq!(order, vec![&gt, &ne, &like]);
             let mut mcols = input.morsel();

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use arrow::array::{
     Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions, UInt8Array, UInt32Array, UInt64Array, new_empty_array,
 };
+use arrow::buffer::BooleanBuffer;
 use arrow::compute::{concat_batches, interleave, take};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimestampSecondType, UInt64Type};
 use tessera_kernels::Kernels;
@@ -45,7 +46,7 @@ pub(crate) fn execute(
 ) -> Result<(Vec<RecordBatch>, Profile)> {
     let input = open(plan, query)?;
     let (batch, profile) = run(plan, &input, settings, pool, query, false, None)?;
-    Ok((batch, Profile { morsels_skipped: input.skipped(), ..profile }))
+    Ok((batch, Profile { morsels_skipped: input.skipped(), condition_cache_rows_skipped: input.cache_skipped(), ..profile }))
 }
 
 /// Whether [`execute_stream`] streams `plan`: a scan without ORDER BY or LIMIT (its answer
@@ -158,7 +159,7 @@ pub(crate) fn execute_stream(
     tx: MorselSender,
 ) -> Result<Profile> {
     let (_, profile) = run(plan, input, settings, pool, query, false, Some(&tx))?;
-    Ok(Profile { morsels_skipped: input.skipped(), ..profile })
+    Ok(Profile { morsels_skipped: input.skipped(), condition_cache_rows_skipped: input.cache_skipped(), ..profile })
 }
 
 /// How long a worker waits for the receiver while `taken` does not move at all before it
@@ -321,6 +322,7 @@ fn run(
     let topn = order.order_by.first().filter(|_| sorted && !general && settings.use_top_k_dynamic_filtering).and_then(|k| {
         match plan.output.get(k.output) {
             Some((_, ScalarExpr::Column(c))) => TopNFilter::new(&plan.table, *c, k.descending, k.nulls_first, want)
+                .map(|f| if settings.use_query_condition_cache { f.cached(plan.filter.as_ref(), &plan.table) } else { f })
                 .map(|f| (f, k.output)),
             _ => None,
         }
@@ -340,7 +342,7 @@ fn run(
     }
     output_cols.sort_unstable();
     output_cols.dedup();
-    let prewhere = Prewhere::new(plan.filter.as_ref(), plan.table.schema(), &output_cols);
+    let prewhere = Prewhere::new(plan.filter.as_ref(), plan.table.schema(), &output_cols, settings.use_query_condition_cache);
     // LIMIT without ORDER BY: rows that passed, per finished morsel (`usize::MAX` until
     // then). Morsel `m` is skipped once the finished morsels before it hold `want` rows.
     let passed_in: Vec<AtomicUsize> = (0..chunk_lens.len()).map(|_| AtomicUsize::new(usize::MAX)).collect();
@@ -362,7 +364,12 @@ fn run(
      -> Result<()> {
             query.check_cancelled()?;
             let m = topn.as_ref().map_or(m, |(t, _)| t.morsel(m));
-            if topn.as_ref().is_some_and(|(t, _)| t.skips(m)) {
+            if let Some((t, _)) = &topn
+                && t.skips(m)
+            {
+                if let Some(key) = t.cache_key() {
+                    input.record_condition(key, m, &BooleanBuffer::new_unset(chunk_lens[m]));
+                }
                 input.skip();
                 return Ok(());
             }
@@ -376,7 +383,8 @@ fn run(
             let len = chunk_lens[m];
             let mut mcols = input.morsel();
             let bound = topn.as_ref().and_then(|(t, _)| t.predicate());
-            let sel = prewhere.select_with(input, m, len, &mut mcols, kern, bound)?;
+            let key = topn.as_ref().and_then(|(t, _)| t.cache_key());
+            let sel = prewhere.select_with(input, m, len, &mut mcols, kern, bound, key)?;
             if sel.as_ref().is_some_and(|s| s.is_empty()) {
                 passed_in[m].store(0, Ordering::Release);
                 input.skip();
@@ -649,7 +657,7 @@ pub(crate) fn execute_late(
     let input = Input::open(&plan.table, &first_cols, query)?;
     let (rows, profile) = run(&first, &input, settings, pool, query, true, None)?;
     let rows = concat_batches(&rows[0].schema(), &rows)?;
-    let profile = Profile { morsels_skipped: input.skipped(), ..profile };
+    let profile = Profile { morsels_skipped: input.skipped(), condition_cache_rows_skipped: input.cache_skipped(), ..profile };
     drop(input);
     let rows = rows.column(0).as_primitive::<UInt64Type>();
 

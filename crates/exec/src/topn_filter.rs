@@ -56,6 +56,8 @@ pub(crate) struct TopNFilter {
     index: Option<(ArrayRef, ArrayRef)>,
     /// Morsels in visiting order: best minimum (maximum, descending) first when indexed.
     order: Vec<usize>,
+    /// The query condition cache's key of "the WHERE and the final bound" ([`TopNFilter::cached`]).
+    cache_key: Option<u128>,
 }
 
 impl TopNFilter {
@@ -79,7 +81,28 @@ impl TopNFilter {
             }
             None => (0..morsels).collect(),
         };
-        Some(TopNFilter { column, descending, want, bound: Mutex::new(None), index, order })
+        Some(TopNFilter { column, descending, want, bound: Mutex::new(None), index, order, cache_key: None })
+    }
+
+    /// This filter with a key in the query condition cache (ClickHouse's
+    /// `use_query_condition_cache_for_top_k`) for a scan of `table` with WHERE `filter`
+    /// (no general expression): the granules that held a row within the bound are
+    /// recorded under it, so the same query over the same parts (the key holds the WHERE,
+    /// the sort key, `want` and [`Table::data_id`]) reads only them. A superset of the
+    /// answer's granules is recorded (the bound only tightens), and the data id keeps a
+    /// table whose parts changed (a part more could tighten the bound, a part less loosen
+    /// it) from using the entries. Without a data id, no key.
+    pub(crate) fn cached(mut self, filter: Option<&Predicate>, table: &Table) -> Self {
+        self.cache_key = table.data_id().map(|id| {
+            let text = format!("top-N {filter:?} col {} desc {} want {} data {id}", self.column, self.descending, self.want);
+            xxhash_rust::xxh3::xxh3_128(text.as_bytes())
+        });
+        self
+    }
+
+    /// The key of [`TopNFilter::cached`], if any.
+    pub(crate) fn cache_key(&self) -> Option<u128> {
+        self.cache_key
     }
 
     /// The morsel to visit `i`-th.
@@ -181,7 +204,7 @@ mod tests {
     use super::*;
 
     fn filter(descending: bool, want: usize) -> TopNFilter {
-        TopNFilter { column: 0, descending, want, bound: Mutex::new(None), index: None, order: vec![0] }
+        TopNFilter { column: 0, descending, want, bound: Mutex::new(None), index: None, order: vec![0], cache_key: None }
     }
 
     #[test]

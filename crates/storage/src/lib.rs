@@ -178,6 +178,7 @@
 
 mod block;
 mod cache;
+mod conditions;
 mod manifest;
 mod merge;
 mod part;
@@ -187,6 +188,8 @@ mod table;
 
 pub use block::Codec;
 pub use cache::{BlockCache, DEFAULT_BLOCK_CACHE_BYTES};
+pub use conditions::{ConditionCache, DEFAULT_CONDITION_CACHE_BYTES};
+pub use snapshot::Caches;
 pub use part::{FORMAT_VERSION, Part};
 pub use store::Store;
 pub use table::{DEFAULT_GRANULE_ROWS, DETACHED_DIR, DiskTable, PartIdKey, TABLE_FORMAT_VERSION, TableOptions};

@@ -1,14 +1,17 @@
 //! A snapshot of a disk table's parts feeding one query: the [`ColumnSource`] the executor
 //! reads (morsels of granules, block-level row reads, per-morsel min/max, granule pruning).
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use arrow::array::ArrayRef;
+use arrow::buffer::BooleanBuffer;
 use rayon::prelude::*;
 use tessera_common::{ColumnRange, ColumnSource, Error, PrunedSource, RangeValue, Result};
 
 use crate::cache::BlockCache;
+use crate::conditions::ConditionCache;
 use crate::part::{self, Part, Stats};
 use crate::table::{DiskTable, PartList};
 
@@ -20,6 +23,15 @@ pub(crate) struct Morsel {
     pub(crate) g1: usize,
 }
 
+/// The caches a snapshot reads through, shared by the tables of one database.
+#[derive(Debug, Clone, Default)]
+pub struct Caches {
+    /// Decoded blocks ([`BlockCache`]); `None`: every read decodes.
+    pub blocks: Option<Arc<BlockCache>>,
+    /// Per-granule results of WHERE conditions ([`ConditionCache`]); `None`: none kept.
+    pub conditions: Option<Arc<ConditionCache>>,
+}
+
 /// A consistent set of parts feeding one query ([`ColumnSource`]).
 #[derive(Debug)]
 pub(crate) struct Snapshot {
@@ -27,14 +39,27 @@ pub(crate) struct Snapshot {
     pub(crate) parts: PartList,
     pub(crate) morsels: Vec<Morsel>,
     pub(crate) cache: Option<Arc<BlockCache>>,
+    /// The query condition cache ([`ColumnSource::condition_rows`]).
+    pub(crate) conditions: Option<Arc<ConditionCache>>,
     /// Per column: decoded bytes this snapshot put into `cache` ([`Snapshot::admits`]).
     admitted: Vec<AtomicU64>,
 }
 
 impl Snapshot {
-    pub(crate) fn new(table: Arc<DiskTable>, parts: PartList, morsels: Vec<Morsel>, cache: Option<Arc<BlockCache>>) -> Self {
+    pub(crate) fn new(table: Arc<DiskTable>, parts: PartList, morsels: Vec<Morsel>, caches: &Caches) -> Self {
         let admitted = (0..table.schema().fields().len()).map(|_| AtomicU64::new(0)).collect();
-        Snapshot { table, parts, morsels, cache, admitted }
+        Snapshot { table, parts, morsels, cache: caches.blocks.clone(), conditions: caches.conditions.clone(), admitted }
+    }
+
+    fn caches(&self) -> Caches {
+        Caches { blocks: self.cache.clone(), conditions: self.conditions.clone() }
+    }
+
+    /// The part and granule lengths of morsel `m`.
+    fn granules_of(&self, m: usize) -> Option<(&Part, impl Iterator<Item = (usize, usize)> + '_)> {
+        let mo = *self.morsels.get(m)?;
+        let part = &self.parts.get(mo.part)?.1;
+        Some((&**part, (mo.g0..mo.g1).map(move |g| (g, part.granule_len(g)))))
     }
 
     /// Whether decoded array `a` of column `c` goes into the decoded-block cache: while
@@ -281,6 +306,49 @@ impl ColumnSource for Snapshot {
     /// Keeps granules whose min/max (and, for the leading sort-key column, the sparse
     /// primary index) admit every range; consecutive kept granules of one part form
     /// morsels of up to 8 granules, never crossing a multiple of 8.
+    /// Granules recorded as holding no row where the condition is TRUE are left out;
+    /// granules never evaluated are kept.
+    fn condition_rows(&self, condition: u128, morsel: usize) -> Option<Vec<Range<u32>>> {
+        let cache = self.conditions.as_ref()?;
+        let (part, granules) = self.granules_of(morsel)?;
+        let bits = cache.get(part.uid, condition)?;
+        let (mut known, mut at, mut rows) = (false, 0u32, Vec::<Range<u32>>::new());
+        for (g, len) in granules {
+            let len = u32::try_from(len).ok()?;
+            let held = bits.get(g);
+            known |= held.is_some();
+            if held != Some(false) {
+                match rows.last_mut() {
+                    Some(r) if r.end == at => r.end = at + len,
+                    _ => rows.push(at..at + len),
+                }
+            }
+            at += len;
+        }
+        known.then_some(rows)
+    }
+
+    /// A hash of the ids of the snapshot's parts (a pruned snapshot has its table's).
+    fn data_id(&self) -> Option<u64> {
+        let uids: Vec<u8> = self.parts.iter().flat_map(|(_, p)| p.uid.to_le_bytes()).collect();
+        Some(xxhash_rust::xxh3::xxh3_64(&uids))
+    }
+
+    fn record_condition(&self, condition: u128, morsel: usize, held: &BooleanBuffer) {
+        let Some(cache) = &self.conditions else { return };
+        let Some((part, granules)) = self.granules_of(morsel) else { return };
+        let granules: Vec<(usize, usize)> = granules.collect();
+        if granules.iter().map(|&(_, len)| len).sum::<usize>() != held.len() {
+            return;
+        }
+        let Some(bits) = cache.entry(part.uid, condition, part.granules) else { return };
+        let mut at = 0;
+        for (g, len) in granules {
+            bits.record(g, held.slice(at, len).count_set_bits() > 0);
+            at += len;
+        }
+    }
+
     fn prune(&self, ranges: &[ColumnRange]) -> Option<PrunedSource> {
         let ranges: Vec<ColumnRange> =
             ranges.iter().filter(|r| r.column < self.table.schema().fields().len()).cloned().collect();
@@ -306,7 +374,7 @@ impl ColumnSource for Snapshot {
             }
         }
         *self.table.last_prune.lock().expect("prune lock") = Some((kept, total));
-        let snap = Snapshot::new(self.table.clone(), self.parts.clone(), morsels, self.cache.clone());
+        let snap = Snapshot::new(self.table.clone(), self.parts.clone(), morsels, &self.caches());
         Some(PrunedSource { chunk_lens: snap.chunk_lens(), source: Arc::new(snap) })
     }
 }

@@ -9,6 +9,8 @@ use arrow::datatypes::SchemaRef;
 use tessera_common::{Error, Result};
 
 use crate::cache::{BlockCache, DEFAULT_BLOCK_CACHE_BYTES};
+use crate::conditions::{ConditionCache, DEFAULT_CONDITION_CACHE_BYTES};
+use crate::snapshot::Caches;
 use crate::manifest::MANIFEST;
 use crate::table::{DiskTable, PartId, TableOptions, check_name, io};
 
@@ -28,6 +30,8 @@ pub struct Store {
     tables: RwLock<BTreeMap<String, Arc<DiskTable>>>,
     /// Decoded blocks of every table, under one byte budget.
     cache: RwLock<Arc<BlockCache>>,
+    /// Per-granule results of WHERE conditions of every table, under one byte budget.
+    conditions: Arc<ConditionCache>,
 }
 
 impl Store {
@@ -87,6 +91,7 @@ impl Store {
             dir: dir.to_path_buf(),
             tables: RwLock::new(tables),
             cache: RwLock::new(Arc::new(BlockCache::new(DEFAULT_BLOCK_CACHE_BYTES))),
+            conditions: Arc::new(ConditionCache::new(DEFAULT_CONDITION_CACHE_BYTES)),
         })
     }
 
@@ -100,6 +105,17 @@ impl Store {
     /// [`DEFAULT_BLOCK_CACHE_BYTES`] unless set).
     pub fn block_cache(&self) -> Arc<BlockCache> {
         self.cache.read().map(|c| c.clone()).unwrap_or_else(|e| e.into_inner().clone())
+    }
+
+    /// The query condition cache shared by this database's tables (budget
+    /// [`DEFAULT_CONDITION_CACHE_BYTES`]).
+    pub fn condition_cache(&self) -> Arc<ConditionCache> {
+        self.conditions.clone()
+    }
+
+    /// Both caches, for [`crate::DiskTable::snapshot_cached`].
+    pub fn caches(&self) -> Caches {
+        Caches { blocks: Some(self.block_cache()), conditions: Some(self.condition_cache()) }
     }
 
     /// Replaces the decoded-block cache by an empty one of `bytes` (0 disables caching).

@@ -13,8 +13,7 @@ use serde::{Deserialize, Serialize};
 use tessera_common::{Error, Result, Table, is_supported_type};
 
 use crate::block::Codec;
-use crate::cache::BlockCache;
-use crate::snapshot::{Morsel, Snapshot};
+use crate::snapshot::{Caches, Morsel, Snapshot};
 use crate::manifest::{self, MANIFEST, Manifest};
 use crate::merge;
 use crate::part::{self, GRANULES_PER_MORSEL, Layout, Part, parse_type, sync_dir, type_name, write_synced};
@@ -748,16 +747,17 @@ impl DiskTable {
     /// # Errors
     /// [`Error::NotImplemented`] cannot happen for a table created through this crate.
     pub fn snapshot(self: &Arc<Self>) -> Result<Table> {
-        self.snapshot_cached(None)
+        self.snapshot_cached(&Caches::default())
     }
 
-    /// [`DiskTable::snapshot`] reading through `cache`: decoded blocks are taken from it
-    /// when there and put in it when decoded, so the next query over the same granules
-    /// does not decode them again.
+    /// [`DiskTable::snapshot`] reading through `caches`: decoded blocks are taken from the
+    /// block cache when there and put in it when decoded, so the next query over the same
+    /// granules does not decode them again; the condition cache tells which granules can
+    /// hold rows of a WHERE condition evaluated before.
     ///
     /// # Errors
     /// As [`DiskTable::snapshot`].
-    pub fn snapshot_cached(self: &Arc<Self>, cache: Option<Arc<BlockCache>>) -> Result<Table> {
+    pub fn snapshot_cached(self: &Arc<Self>, caches: &Caches) -> Result<Table> {
         let parts = self.parts_now();
         let mut morsels = Vec::new();
         for (pi, (_, p)) in parts.iter().enumerate() {
@@ -765,7 +765,7 @@ impl DiskTable {
                 morsels.push(Morsel { part: pi, g0, g1: (g0 + GRANULES_PER_MORSEL).min(p.granules) });
             }
         }
-        let snap = Snapshot::new(self.clone(), parts, morsels, cache);
+        let snap = Snapshot::new(self.clone(), parts, morsels, caches);
         let lens = snap.chunk_lens();
         Table::lazy(&self.name, self.schema.clone(), lens, Some(Arc::new(snap)))
     }

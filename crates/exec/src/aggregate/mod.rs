@@ -241,7 +241,7 @@ pub(super) fn group_by(
     }
     let kern = settings.kernels()?;
     let reader = KeyReader { specs, kern, borrow: std::marker::PhantomData };
-    let prewhere = Prewhere::new(plan.filter.as_ref(), table.schema(), &other_cols);
+    let prewhere = Prewhere::new(plan.filter.as_ref(), table.schema(), &other_cols, settings.use_query_condition_cache);
     // ORDER BY an aggregate, then group keys only (the tie-break `with_key_tiebreak` adds):
     // ties on the aggregate compare the keys as one integer of the packed key.
     let tie = match layout {
@@ -282,6 +282,7 @@ pub(super) fn group_by(
     };
     profile.layout = Some(layout.name());
     profile.morsels_skipped = input.skipped();
+    profile.condition_cache_rows_skipped = input.cache_skipped();
     Ok((batches, profile))
 }
 
