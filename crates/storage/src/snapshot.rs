@@ -228,8 +228,22 @@ impl ColumnSource for Snapshot {
                 }
                 let mut pieces = Vec::with_capacity(runs.len());
                 for &(g0, g1) in &runs {
-                    pieces.push(part.read_granules(c, g0, g1)?);
+                    // A run is cached as a granule range of its own: the next query that
+                    // fetches rows there (Q24's late materialization of `SELECT *`, 105
+                    // columns of 10 rows) does not decode its blocks again.
+                    let key = (part.uid, c as u32, g0 as u32, g1 as u32);
+                    if let Some(a) = self.cache.as_ref().and_then(|cache| cache.get(&key)) {
+                        pieces.push(a);
+                        continue;
+                    }
+                    let a = part.read_granules(c, g0, g1)?;
                     part.release(c, g0, g1);
+                    if let Some(cache) = &self.cache
+                        && self.admits(c, &a, cache)
+                    {
+                        cache.insert(key, &a);
+                    }
+                    pieces.push(a);
                 }
                 // Interleave from the pieces, not a concatenation of them: no string column
                 // past 32-bit offsets, and only the taken rows copied.
