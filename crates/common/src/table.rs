@@ -120,6 +120,15 @@ pub trait ColumnSource: Send + Sync + std::fmt::Debug {
     /// granule; the default does nothing.
     fn record_condition(&self, _condition: u128, _morsel: usize, _held: &BooleanBuffer) {}
 
+    /// The byte length of each value of string or binary column `column` in morsel
+    /// `morsel`: a `UInt32Array` of the morsel's length, NULL where the value is. Queries
+    /// that read a column only through `length()` or a comparison with `''` read this
+    /// instead of the values (ClickHouse's `.size` subcolumn). `None` (the default): the
+    /// source cannot do better than reading the values.
+    fn load_morsel_sizes(&self, _column: usize, _morsel: usize) -> Option<Result<ArrayRef>> {
+        None
+    }
+
     /// Identity of the rows this source reads: two sources (two queries' snapshots of a
     /// table) with the same id hold the same rows in the same morsels. A condition that
     /// depends on every row of the table (a top-N bound) is cached under it. `None` (the
@@ -262,6 +271,12 @@ impl Table {
         if let Some(s) = &self.source {
             s.record_condition(condition, m, held);
         }
+    }
+
+    /// The value lengths of string column `c` in morsel `m`, from the source when it can
+    /// read them without the values ([`ColumnSource::load_morsel_sizes`]); `None` otherwise.
+    pub fn morsel_sizes(&self, c: usize, m: usize) -> Option<Result<ArrayRef>> {
+        self.source.as_ref()?.load_morsel_sizes(c, m)
     }
 
     /// Identity of the rows of this table's source ([`ColumnSource::data_id`]).

@@ -646,3 +646,119 @@ fn query_condition_cache_changes_no_answer() {
         }
     }
 }
+
+/// A table of (`k` Int64, `s` Utf8) whose source gives the lengths of `s` but refuses to
+/// give its values: a query that uses `s` only through `length(s)`, `s = ''` or
+/// `s <> ''` must not read them.
+#[derive(Debug)]
+struct LengthsOnly {
+    /// (k, s) of each morsel.
+    chunks: Vec<(arrow::array::ArrayRef, arrow::array::ArrayRef)>,
+}
+
+impl tessera_common::ColumnSource for LengthsOnly {
+    fn load_columns(&self, indices: &[usize]) -> tessera_common::Result<Vec<Vec<arrow::array::ArrayRef>>> {
+        self.load_morsels(indices, &(0..self.chunks.len()).collect::<Vec<_>>())
+    }
+
+    fn reads_morsels(&self) -> bool {
+        true
+    }
+
+    fn load_morsels(&self, indices: &[usize], morsels: &[usize]) -> tessera_common::Result<Vec<Vec<arrow::array::ArrayRef>>> {
+        indices
+            .iter()
+            .map(|&c| match c {
+                0 => Ok(morsels.iter().map(|&m| self.chunks[m].0.clone()).collect()),
+                _ => Err(tessera_common::Error::internal("the values of s were read")),
+            })
+            .collect()
+    }
+
+    fn load_morsel_sizes(&self, column: usize, morsel: usize) -> Option<tessera_common::Result<arrow::array::ArrayRef>> {
+        (column == 1).then(|| {
+            let s = self.chunks[morsel].1.as_string::<i32>();
+            let sizes: arrow::array::UInt32Array = s.iter().map(|v| v.map(|v| v.len() as u32)).collect();
+            Ok(std::sync::Arc::new(sizes) as arrow::array::ArrayRef)
+        })
+    }
+}
+
+/// Strings with NULLs, empty values and multi-byte characters, `k` its row number.
+fn length_rows(n: i64) -> (arrow::array::ArrayRef, arrow::array::ArrayRef) {
+    let k: arrow::array::ArrayRef = std::sync::Arc::new(Int64Array::from_iter_values(0..n));
+    let s: arrow::array::ArrayRef = std::sync::Arc::new(arrow::array::StringArray::from_iter((0..n).map(|i| match i % 11 {
+        0 => None,
+        1 | 2 => Some(String::new()),
+        3 => Some("é日".repeat((i % 7) as usize)),
+        _ => Some(format!("v{}", i * 7919 % 1000)),
+    })));
+    (k, s)
+}
+
+/// Queries that use a string column only through its lengths (`length(s)`, `s = ''`,
+/// `s <> ''`, in WHERE, aggregates, outputs, top-N) read its sizes, not its values, and
+/// answer as over the values in memory; a query that needs the values reads them.
+#[test]
+fn lengths_only_queries_read_sizes_not_values() {
+    let schema = std::sync::Arc::new(arrow::datatypes::Schema::new(vec![
+        arrow::datatypes::Field::new("k", arrow::datatypes::DataType::Int64, false),
+        arrow::datatypes::Field::new("s", arrow::datatypes::DataType::Utf8, true),
+    ]));
+    let (k, s) = length_rows(3_000);
+    let cuts = [(0, 1_000), (1_000, 1_100), (1_100, 3_000)];
+    let chunks = cuts.iter().map(|&(a, b)| (k.slice(a, b - a), s.slice(a, b - a))).collect();
+    let lens: Vec<usize> = cuts.iter().map(|&(a, b)| b - a).collect();
+    let sizes_db = Database::new();
+    let table = tessera_common::Table::lazy("t", schema.clone(), lens, Some(std::sync::Arc::new(LengthsOnly { chunks }))).unwrap();
+    sizes_db.register_table(table);
+    let mem = Database::new();
+    let batch = arrow::array::RecordBatch::try_new(schema, vec![k, s]).unwrap();
+    mem.register_batches("t", batch.schema(), &[batch]).unwrap();
+    for sql in [
+        "SELECT COUNT(*) FROM t WHERE s <> ''",
+        "SELECT COUNT(*) FROM t WHERE s = ''",
+        "SELECT k % 5 AS g, AVG(length(s)) AS l, COUNT(*) AS c FROM t WHERE s <> '' GROUP BY g ORDER BY l DESC, g",
+        "SELECT SUM(length(s)), MAX(length(s)), COUNT(length(s)) FROM t",
+        "SELECT k, length(s) FROM t WHERE k > 990 AND k < 1110 ORDER BY k",
+        "SELECT k FROM t WHERE length(s) > 4 OR s = '' ORDER BY length(s) DESC, k LIMIT 7",
+        "SELECT k FROM t WHERE NOT (s <> '') ORDER BY k LIMIT 5",
+    ] {
+        assert_eq!(answer_text(&sizes_db, sql), answer_text(&mem, sql), "{sql}");
+    }
+    let err = sizes_db.sql("SELECT MIN(s) FROM t WHERE length(s) > 2").unwrap_err().to_string();
+    assert!(err.contains("values of s were read"), "{err}");
+    assert!(sizes_db.sql("SELECT COUNT(*) FROM t WHERE s LIKE 'v%'").is_err());
+}
+
+/// From disk, string columns read as sizes (plain and dictionary blocks, every codec,
+/// NULLs, empty and multi-byte values, several parts) answer as the values in memory.
+#[test]
+fn lengths_only_queries_from_disk_equal_in_memory() {
+    let schema = std::sync::Arc::new(arrow::datatypes::Schema::new(vec![
+        arrow::datatypes::Field::new("k", arrow::datatypes::DataType::Int64, false),
+        arrow::datatypes::Field::new("s", arrow::datatypes::DataType::Utf8, true),
+        arrow::datatypes::Field::new("d", arrow::datatypes::DataType::Utf8, false),
+    ]));
+    let (k, s) = length_rows(20_000);
+    let d: arrow::array::ArrayRef =
+        std::sync::Arc::new(arrow::array::StringArray::from_iter_values((0..20_000).map(|i| ["", "a", "bb", "ccc"][i % 4])));
+    let batch = arrow::array::RecordBatch::try_new(schema.clone(), vec![k, s, d]).unwrap();
+    let mem = Database::new();
+    mem.register_batches("t", schema.clone(), std::slice::from_ref(&batch)).unwrap();
+    for codec in [tessera_engine::Codec::Lz4, tessera_engine::Codec::Zstd(3), tessera_engine::Codec::None] {
+        let dir = tempfile::tempdir().unwrap();
+        let disk = Database::open(dir.path()).unwrap();
+        let options = tessera_engine::TableOptions { order_by: vec!["k".into()], granule_rows: 1_000, codec, ..Default::default() };
+        disk.create_table("t", schema.clone(), options).unwrap();
+        disk.insert("t", &[batch.slice(0, 7_000)]).unwrap();
+        disk.insert("t", &[batch.slice(7_000, 13_000)]).unwrap();
+        for sql in [
+            "SELECT k % 3 AS g, AVG(length(s)) AS l, SUM(length(d)), COUNT(*) FROM t WHERE s <> '' GROUP BY g ORDER BY g",
+            "SELECT COUNT(*) FROM t WHERE d = '' OR s = ''",
+            "SELECT k, length(s), length(d) FROM t WHERE length(s) > 10 ORDER BY k LIMIT 20",
+        ] {
+            assert_eq!(answer_text(&disk, sql), answer_text(&mem, sql), "{codec:?}: {sql}");
+        }
+    }
+}

@@ -14,6 +14,7 @@
 //! some row passed ([`Input::read`] twice). On a selective filter most morsels never decode
 //! the wide columns. The unit is the morsel (up to 8 granules of 8,192 rows).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use arrow::array::{Array, ArrayRef};
@@ -31,6 +32,8 @@ pub(crate) struct Input<'a> {
     skipped: AtomicUsize,
     /// Rows the query condition cache left out (see [`Input::cache_skipped`]).
     cache_skipped: AtomicUsize,
+    /// Per table column: the query reads only its values' lengths ([`Input::with_sized`]).
+    sized: Vec<bool>,
 }
 
 /// The columns read so far of one morsel, indexed by table column (`None` elsewhere); the
@@ -73,7 +76,23 @@ impl<'a> Input<'a> {
         for (&c, col) in used.iter().zip(loaded) {
             resident[c] = col;
         }
-        Ok(Input { table, resident, query, skipped: AtomicUsize::new(0), cache_skipped: AtomicUsize::new(0) })
+        let sized = vec![false; resident.len()];
+        Ok(Input { table, resident, query, skipped: AtomicUsize::new(0), cache_skipped: AtomicUsize::new(0), sized })
+    }
+
+    /// This input with string columns `cols` read as their values' lengths only, where
+    /// the table's source can ([`Table::morsel_sizes`]; columns in memory are used as
+    /// they are). The query must use those columns only through their lengths
+    /// (`length(c)`, `c = ''`, `c <> ''`: [`crate::plan::Plan::sized_columns`]): such a
+    /// column is read as an array of its type whose offsets and NULLs are the column's and
+    /// whose bytes are all zero ([`zero_bytes`]).
+    pub(crate) fn with_sized(mut self, cols: &[usize]) -> Self {
+        for &c in cols {
+            if let Some(s) = self.sized.get_mut(c) {
+                *s = true;
+            }
+        }
+        self
     }
 
     /// No column of a morsel yet; [`Input::read`] fills it.
@@ -109,6 +128,16 @@ impl<'a> Input<'a> {
                 Some(chunks) => {
                     into.cols[c] = Some(chunks.get(m).cloned().ok_or_else(|| Error::internal(format!("morsel {m} out of range")))?)
                 }
+                None if self.sized[c] => match self.table.morsel_sizes(c, m) {
+                    Some(sizes) => {
+                        let sizes = sizes?;
+                        let bytes = sizes.get_array_memory_size();
+                        self.query.grow(bytes, "reading columns")?;
+                        into.accounted += bytes;
+                        into.cols[c] = Some(zero_bytes(&sizes, self.table.schema().field(c).data_type())?);
+                    }
+                    None => missing.push(c),
+                },
                 None => missing.push(c),
             }
         }
@@ -210,4 +239,49 @@ impl<'a> Input<'a> {
             ref e => self.may_have_nulls(e.column()),
         }
     }
+}
+
+/// A string or binary array of type `dt` whose values have the lengths `sizes` (a
+/// `UInt32Array`; NULL where it is NULL) and all-zero bytes, for a query that only looks
+/// at lengths. The bytes are one shared zeroed buffer (grown to the largest morsel seen),
+/// not a copy per morsel.
+///
+/// # Errors
+/// [`Error::Internal`] if `sizes` is not a `UInt32Array` or `dt` not a string or binary
+/// type; [`Error::InvalidArgument`] for a morsel past 2 GiB of values (as when its values
+/// are read).
+fn zero_bytes(sizes: &ArrayRef, dt: &arrow::datatypes::DataType) -> Result<ArrayRef> {
+    use arrow::array::{AsArray, BinaryArray, StringArray};
+    use arrow::buffer::{Buffer, OffsetBuffer};
+    use arrow::datatypes::UInt32Type;
+    static ZEROS: std::sync::Mutex<Option<Buffer>> = std::sync::Mutex::new(None);
+    let sizes = sizes.as_primitive_opt::<UInt32Type>().ok_or_else(|| Error::internal("value sizes are not UInt32"))?;
+    let mut offsets = Vec::with_capacity(sizes.len() + 1);
+    let mut end = 0i64;
+    offsets.push(0i32);
+    for &n in sizes.values() {
+        end += i64::from(n);
+        offsets.push(i32::try_from(end).map_err(|_| Error::InvalidArgument("a morsel holds over 2 GiB of string bytes".into()))?);
+    }
+    let len = end as usize;
+    let values = {
+        let mut zeros = ZEROS.lock().unwrap_or_else(|e| e.into_inner());
+        if zeros.as_ref().is_none_or(|z| z.len() < len) {
+            *zeros = Some(Buffer::from_vec(vec![0u8; len.next_power_of_two()]));
+        }
+        zeros.as_ref().expect("just set").slice_with_length(0, len)
+    };
+    // SAFETY: the offsets start at 0, never decrease (sums of lengths) and end at
+    // `values.len()`; the NULL buffer is `sizes`', of the same length. For `StringArray`,
+    // every byte is 0, a one-byte UTF-8 character, so every offset is a character boundary
+    // and every value valid UTF-8.
+    let offsets = unsafe { OffsetBuffer::new_unchecked(offsets.into()) };
+    let nulls = sizes.nulls().cloned();
+    Ok(match dt {
+        // SAFETY: as above.
+        arrow::datatypes::DataType::Utf8 => Arc::new(unsafe { StringArray::new_unchecked(offsets, values, nulls) }),
+        // SAFETY: as above (any bytes are valid binary values).
+        arrow::datatypes::DataType::Binary => Arc::new(unsafe { BinaryArray::new_unchecked(offsets, values, nulls) }),
+        other => return Err(Error::internal(format!("value sizes of a {other} column"))),
+    })
 }

@@ -486,6 +486,45 @@ impl Plan {
         cols
     }
 
+    /// String and binary columns the plan reads only through their value lengths:
+    /// `length(c)`, `c = ''`, `c <> ''` (ascending). The scan reads their lengths instead of
+    /// their values where the table's source can ([`Table::morsel_sizes`]), as ClickHouse
+    /// reads a String's `.size` subcolumn: `AVG(length(URL)) .. WHERE URL <> ''` (Q28)
+    /// decodes no URL.
+    pub fn sized_columns(&self) -> Vec<usize> {
+        let (mut full, mut sized) = (Vec::new(), Vec::new());
+        let (table, filter) = match self {
+            Plan::Aggregate(p) => {
+                for e in p.keys.iter().chain(p.aggs.iter().filter_map(|a| a.input.as_ref())) {
+                    match e {
+                        ScalarExpr::Computed(i) => p.computed[*i].columns_sized(&mut full, &mut sized),
+                        e => full.push(e.column()),
+                    }
+                }
+                (&p.table, &p.filter)
+            }
+            Plan::Scan(p) => {
+                for (_, e) in &p.output {
+                    match e {
+                        ScalarExpr::Computed(i) => p.computed[*i].columns_sized(&mut full, &mut sized),
+                        e => full.push(e.column()),
+                    }
+                }
+                (&p.table, &p.filter)
+            }
+        };
+        if let Some(f) = filter {
+            predicate_columns_sized(f, &mut full, &mut sized);
+        }
+        sized.sort_unstable();
+        sized.dedup();
+        sized.retain(|c| {
+            !full.contains(c)
+                && matches!(table.schema().fields().get(*c).map(|f| f.data_type()), Some(DataType::Utf8 | DataType::Binary))
+        });
+        sized
+    }
+
     /// The columns the WHERE clause reads (ascending, no repeats): what PREWHERE reads
     /// first.
     pub fn filter_columns(&self) -> Vec<usize> {
@@ -508,6 +547,18 @@ impl Plan {
             Plan::Aggregate(p) => &p.table,
             Plan::Scan(p) => &p.table,
         }
+    }
+}
+
+/// As [`predicate_columns`], with the columns only compared with `''` (`=`, `<>`) in
+/// `sized` instead of `full`.
+fn predicate_columns_sized(p: &Predicate, full: &mut Vec<usize>, sized: &mut Vec<usize>) {
+    match p {
+        Predicate::Cmp { column, op: CmpOp::Eq | CmpOp::NotEq, value: Value::Bytes(b) } if b.is_empty() => sized.push(*column),
+        Predicate::And(v) | Predicate::Or(v) => v.iter().for_each(|q| predicate_columns_sized(q, full, sized)),
+        Predicate::Not(q) => predicate_columns_sized(q, full, sized),
+        Predicate::Expr(e) => e.columns_sized(full, sized),
+        p => predicate_columns(p, full),
     }
 }
 

@@ -125,7 +125,8 @@ pub(crate) fn morsel_channel(window: usize) -> (MorselSender, MorselReceiver) {
 
 /// The input of a scan plan: the columns it reads.
 pub(crate) fn open<'a>(plan: &'a ScanPlan, query: &'a QueryContext) -> Result<Input<'a>> {
-    Input::open(&plan.table, &Plan::Scan(plan.clone()).columns_used(), query)
+    let whole = Plan::Scan(plan.clone());
+    Ok(Input::open(&plan.table, &whole.columns_used(), query)?.with_sized(&whole.sized_columns()))
 }
 
 /// The schema of a streamed scan's answer: nullable where a value may be NULL (a column
@@ -654,7 +655,7 @@ pub(crate) fn execute_late(
     if wanted.iter().all(|c| first_cols.binary_search(c).is_ok()) {
         return Ok(None);
     }
-    let input = Input::open(&plan.table, &first_cols, query)?;
+    let input = Input::open(&plan.table, &first_cols, query)?.with_sized(&Plan::Scan(first.clone()).sized_columns());
     let (rows, profile) = run(&first, &input, settings, pool, query, true, None)?;
     let rows = concat_batches(&rows[0].schema(), &rows)?;
     let profile = Profile { morsels_skipped: input.skipped(), condition_cache_rows_skipped: input.cache_skipped(), ..profile };

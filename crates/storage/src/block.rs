@@ -322,11 +322,16 @@ pub(crate) fn block_len(buf: &[u8]) -> DResult<usize> {
 /// Decodes the block at the start of `buf` as an array of type `dt`. Verifies the checksum
 /// first.
 pub(crate) fn read_block(buf: &[u8], dt: &DataType) -> DResult<ArrayRef> {
+    decode_block(buf, dt, true)
+}
+
+/// [`read_block`], verifying the checksum only when `verify` (a block this process
+/// verified already is not hashed again: see `Part::verified`). Every length, offset and
+/// index is checked either way.
+pub(crate) fn decode_block(buf: &[u8], dt: &DataType, verify: bool) -> DResult<ArrayRef> {
     let len = block_len(buf)?;
-    let want = u64::from_le_bytes(buf[..8].try_into().expect("8 bytes"));
-    let got = xxhash_rust::xxh3::xxh3_64(&buf[8..len]);
-    if want != got {
-        return Err(format!("block checksum mismatch (stored {want:016x}, computed {got:016x})"));
+    if verify {
+        check_sum(buf, len)?;
     }
     let codec = buf[8];
     let enc = buf[9];
@@ -359,6 +364,136 @@ pub(crate) fn read_block(buf: &[u8], dt: &DataType) -> DResult<ArrayRef> {
     };
     let whole = (codec != 0).then_some(&owned);
     decode_payload(payload, whole, rows, enc, dt)
+}
+
+/// Checks the stored checksum of the `len`-byte block at the start of `buf`.
+fn check_sum(buf: &[u8], len: usize) -> DResult<()> {
+    let want = u64::from_le_bytes(buf[..8].try_into().expect("8 bytes"));
+    let got = xxhash_rust::xxh3::xxh3_64(&buf[8..len]);
+    if want != got {
+        return Err(format!("block checksum mismatch (stored {want:016x}, computed {got:016x})"));
+    }
+    Ok(())
+}
+
+/// The byte length of each value of the string or binary block at the start of `buf` (and
+/// its NULLs; a NULL's length is 0), without decoding its values where the layout allows:
+/// a plain block's payload starts with the NULL bitmap and the value offsets, so only that
+/// prefix is decompressed (an LZ4 block decoded up to there, [`lz4_prefix`]; a URL block
+/// of 8,192 rows decompresses 33 KB of its ~750 KB). Dictionary blocks and Zstandard are
+/// decoded whole. ClickHouse reads the `.size` subcolumn of a String for `length(s)` and
+/// `s = ''` the same way (its sizes are a separate stream). Verifies the checksum first;
+/// a plain block's last offset must be the length of the value bytes its header implies.
+/// `verify`: as [`decode_block`]'s.
+pub(crate) fn read_block_sizes(buf: &[u8], dt: &DataType, verify: bool) -> DResult<arrow::array::UInt32Array> {
+    let len = block_len(buf)?;
+    let (codec, enc, rows, plen) = (buf[8], buf[9], u32_at(buf, 12) as usize, u32_at(buf, 16) as usize);
+    if !matches!(dt, DataType::Utf8 | DataType::Binary) || enc != Encoding::Plain as u8 || !matches!(codec, 0 | 1) {
+        let arr = decode_block(buf, dt, verify)?;
+        return sizes_of(arr.as_ref());
+    }
+    if verify {
+        check_sum(buf, len)?;
+    }
+    if plen > MAX_PAYLOAD {
+        return Err(format!("block declares {plen} payload bytes"));
+    }
+    let stored = &buf[HEADER_LEN..len];
+    // At most the flag, a full bitmap and the offsets.
+    let head = (1 + rows.div_ceil(8) + 4 * (rows + 1)).min(plen);
+    let decoded;
+    let prefix: &[u8] = if codec == 0 {
+        if stored.len() != plen {
+            return Err(format!("uncompressed block holds {} bytes, header says {plen}", stored.len()));
+        }
+        &stored[..head]
+    } else {
+        decoded = lz4_prefix(stored, head, plen)?;
+        &decoded
+    };
+    let mut r = Reader { buf: prefix, pos: 0 };
+    let nulls = match r.u8()? {
+        0 => None,
+        1 => Some(NullBuffer::new(BooleanBuffer::new(Buffer::from_slice_ref(r.take(rows.div_ceil(8))?), 0, rows))),
+        f => return Err(format!("bad null flag {f}")),
+    };
+    let offs = r.u32s(rows + 1)?;
+    let bytes = plen - r.pos;
+    check_offsets(&offs, bytes)?;
+    let sizes: Vec<u32> = offs.windows(2).map(|w| w[1] - w[0]).collect();
+    Ok(arrow::array::UInt32Array::new(ScalarBuffer::from(sizes), nulls))
+}
+
+/// The byte lengths of the values of a string or binary array (0 at NULLs), as
+/// [`read_block_sizes`] gives them.
+pub(crate) fn sizes_of(arr: &dyn Array) -> DResult<arrow::array::UInt32Array> {
+    let (offs, _) = match arr.data_type() {
+        DataType::Utf8 | DataType::Binary => var_parts(arr),
+        other => return Err(format!("sizes of a {other} column")),
+    };
+    let sizes: Vec<u32> = offs.windows(2).map(|w| (w[1] - w[0]) as u32).collect();
+    Ok(arrow::array::UInt32Array::new(ScalarBuffer::from(sizes), arr.logical_nulls()))
+}
+
+/// The first `at_least` bytes (or a few more, never past `capacity`) of the payload of
+/// the LZ4 block `src` (the block format lz4_flex writes: sequences of a token, literals,
+/// a 2-byte match offset and a match length), decoded sequence by sequence and stopped
+/// once enough is out. Every length and offset is checked against `src` and the output.
+pub(crate) fn lz4_prefix(src: &[u8], at_least: usize, capacity: usize) -> DResult<Vec<u8>> {
+    let corrupt = |what: &str| format!("lz4: {what}");
+    let mut out: Vec<u8> = Vec::with_capacity(at_least.min(capacity) + 64);
+    let mut i = 0usize;
+    let length = |i: &mut usize, base: usize| -> DResult<usize> {
+        let mut n = base;
+        if base == 15 {
+            loop {
+                let b = *src.get(*i).ok_or_else(|| corrupt("truncated length"))?;
+                *i += 1;
+                n = n.checked_add(b as usize).ok_or_else(|| corrupt("length overflow"))?;
+                if b != 255 {
+                    break;
+                }
+            }
+        }
+        Ok(n)
+    };
+    while out.len() < at_least {
+        let token = *src.get(i).ok_or_else(|| corrupt("block ends before the wanted bytes"))?;
+        i += 1;
+        let lits = length(&mut i, (token >> 4) as usize)?;
+        let lit = src.get(i..i.checked_add(lits).ok_or_else(|| corrupt("length overflow"))?).ok_or_else(|| corrupt("truncated literals"))?;
+        if out.len() + lits > capacity {
+            return Err(corrupt("more bytes than the header declares"));
+        }
+        out.extend_from_slice(lit);
+        i += lits;
+        if out.len() >= at_least || i == src.len() {
+            break;
+        }
+        let off = src.get(i..i + 2).ok_or_else(|| corrupt("truncated match offset"))?;
+        let off = u16::from_le_bytes([off[0], off[1]]) as usize;
+        i += 2;
+        if off == 0 || off > out.len() {
+            return Err(corrupt("match offset outside the output"));
+        }
+        let n = length(&mut i, (token & 15) as usize)?.checked_add(4).ok_or_else(|| corrupt("length overflow"))?;
+        if out.len() + n > capacity {
+            return Err(corrupt("more bytes than the header declares"));
+        }
+        // The match may overlap what it produces (offset < length): copied in strides
+        // of the offset.
+        let start = out.len() - off;
+        let mut left = n;
+        while left > 0 {
+            let k = left.min(off);
+            out.extend_from_within(start + (n - left)..start + (n - left) + k);
+            left -= k;
+        }
+    }
+    if out.len() < at_least {
+        return Err(corrupt("block ends before the wanted bytes"));
+    }
+    Ok(out)
 }
 
 /// Decodes a payload; `whole` is the buffer `payload` spans, when there is one.
@@ -622,6 +757,83 @@ mod tests {
             reseal(&mut b);
             assert!(read_block(&b, &DataType::Utf8).is_err(), "{codec:?} cut short");
         }
+    }
+
+    /// Every prefix [`lz4_prefix`] decodes is the start of what lz4_flex decompresses, on
+    /// text, runs (overlapping matches), incompressible bytes and the empty input; cut or
+    /// damaged streams are errors, not panics.
+    #[test]
+    fn lz4_prefixes_are_the_start_of_the_payload() {
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let text: Vec<u8> = (0..20_000).map(|i| b"http://example.com/page?id="[i % 27] ^ ((i / 500) as u8 & 1)).collect();
+        let runs: Vec<u8> = (0..5_000).map(|i| (i / 700) as u8).collect();
+        let noise: Vec<u8> = (0..3_000).map(|_| next() as u8).collect();
+        let offsets: Vec<u8> = (0..2_000u32).flat_map(|i| (i * 37 + i % 5).to_le_bytes()).collect();
+        for data in [text, runs, noise, offsets, Vec::new(), vec![7u8]] {
+            let packed = lz4_flex::block::compress(&data);
+            for at in [0, 1, 2, 15, 16, 255, 256, 4_000, data.len() / 2, data.len()] {
+                if at > data.len() {
+                    continue;
+                }
+                let got = lz4_prefix(&packed, at, data.len()).unwrap();
+                assert!(got.len() >= at && got.len() <= data.len());
+                assert_eq!(got, data[..got.len()], "prefix of {at} bytes");
+            }
+            assert!(lz4_prefix(&packed, data.len() + 1, data.len() + 10).is_err());
+            if data.len() > 100 {
+                assert!(lz4_prefix(&packed, data.len(), data.len() - 1).is_err());
+                assert!(lz4_prefix(&packed[..packed.len() / 2], data.len(), data.len()).is_err());
+                for k in 0..packed.len().min(200) {
+                    let mut bad = packed.clone();
+                    bad[k] ^= 0x5a;
+                    let _ = lz4_prefix(&bad, data.len(), data.len());
+                }
+            }
+        }
+    }
+
+    /// [`read_block_sizes`] gives the lengths [`read_block`]'s values have, NULLs as 0
+    /// with their validity, for plain and dictionary blocks, strings and binaries, every
+    /// codec; a plain block whose offsets disagree with its declared payload is an error.
+    #[test]
+    fn block_sizes_are_the_value_lengths() {
+        let strs: ArrayRef = Arc::new(StringArray::from(
+            (0..9_000).map(|i| (i % 13 != 4).then(|| "é/".repeat(i % 40) + &i.to_string())).collect::<Vec<_>>(),
+        ));
+        let dict: ArrayRef = Arc::new(StringArray::from((0..9_000).map(|i| format!("v{}", i % 7)).collect::<Vec<_>>()));
+        let bins: ArrayRef =
+            Arc::new(BinaryArray::from_iter((0..3_000).map(|i| (i % 5 != 0).then(|| vec![0xffu8; i % 70]))));
+        let empty: ArrayRef = Arc::new(StringArray::from(Vec::<&str>::new()));
+        for arr in [strs, dict, bins, empty] {
+            for codec in [Codec::None, Codec::Lz4, Codec::Zstd(3)] {
+                for encode in [false, true] {
+                    let mut out = Vec::new();
+                    write_block(arr.as_ref(), codec, encode, &mut out).unwrap();
+                    let sizes = read_block_sizes(&out, arr.data_type(), true).unwrap();
+                    assert_eq!(sizes, sizes_of(read_block(&out, arr.data_type()).unwrap().as_ref()).unwrap());
+                    assert_eq!(sizes.len(), arr.len());
+                    assert_eq!(sizes.null_count(), arr.null_count());
+                }
+            }
+        }
+        // A plain block whose header declares one payload byte more than its offsets say.
+        let small: ArrayRef = Arc::new(StringArray::from(vec!["abc", "", "de"]));
+        let mut out = Vec::new();
+        write_block(small.as_ref(), Codec::None, false, &mut out).unwrap();
+        out.push(b'x');
+        let plen = u32_at(&out, 16) + 1;
+        out[16..20].copy_from_slice(&plen.to_le_bytes());
+        let stored = u32_at(&out, 20) + 1;
+        out[20..24].copy_from_slice(&stored.to_le_bytes());
+        let sum = xxhash_rust::xxh3::xxh3_64(&out[8..]);
+        out[..8].copy_from_slice(&sum.to_le_bytes());
+        assert!(read_block_sizes(&out, &DataType::Utf8, true).unwrap_err().contains("offsets"));
     }
 
     #[test]

@@ -342,6 +342,24 @@ impl ColumnSource for Snapshot {
         known.then_some(rows)
     }
 
+    /// From the decoded-block cache when the morsel's values are there, else from the
+    /// blocks' offsets only ([`Part::read_granule_sizes`]).
+    fn load_morsel_sizes(&self, column: usize, morsel: usize) -> Option<Result<ArrayRef>> {
+        let mo = *self.morsels.get(morsel)?;
+        let part = &self.parts[mo.part].1;
+        if let Some(cache) = &self.cache
+            && let Some(a) = cache.get(&(part.uid, column as u32, mo.g0 as u32, mo.g1 as u32))
+        {
+            return Some(crate::block::sizes_of(a.as_ref()).map(|s| Arc::new(s) as ArrayRef).map_err(Error::internal));
+        }
+        let read = || {
+            let a = part.read_granule_sizes(column, mo.g0, mo.g1)?;
+            part.release(column, mo.g0, mo.g1);
+            Ok(a)
+        };
+        Some(read())
+    }
+
     /// A hash of the ids of the snapshot's parts (a pruned snapshot has its table's).
     fn data_id(&self) -> Option<u64> {
         let uids: Vec<u8> = self.parts.iter().flat_map(|(_, p)| p.uid.to_le_bytes()).collect();

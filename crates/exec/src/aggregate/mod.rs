@@ -230,7 +230,7 @@ pub(super) fn group_by(
     // The columns read after PREWHERE: those the keys and aggregates read (PREWHERE may
     // have read a filter column for a few rows only, see `Prewhere::select`).
     let other_cols = Plan::Aggregate(AggregatePlan { filter: None, ..plan.clone() }).columns_used();
-    let input = Input::open(table, &used, query)?;
+    let input = Input::open(table, &used, query)?.with_sized(&whole.sized_columns());
     let has_nulls: Vec<bool> = keys.iter().map(|(k, _)| input.may_be_null(k, &plan.computed)).collect();
     let (mut layout, specs) = choose_layout(&keys, &has_nulls, settings.group_by_force_serialized);
     if hashed {

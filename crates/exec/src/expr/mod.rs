@@ -523,6 +523,34 @@ impl Expr {
         }
     }
 
+    /// As [`Expr::columns`], with the columns read only through `length(column)` in
+    /// `sized` instead of `full` (a column may end up in both).
+    pub fn columns_sized(&self, full: &mut Vec<usize>, sized: &mut Vec<usize>) {
+        match self {
+            Expr::Func { func: Func::Length, args, .. } if matches!(args.as_slice(), [Expr::Column { .. }]) => {
+                args.iter().for_each(|a| a.columns(sized))
+            }
+            Expr::Column { index, .. } => full.push(*index),
+            Expr::Literal(_) => {}
+            Expr::Arith { left, right, .. } | Expr::Cmp { left, right, .. } => {
+                left.columns_sized(full, sized);
+                right.columns_sized(full, sized);
+            }
+            Expr::And(v) | Expr::Or(v) => v.iter().for_each(|e| e.columns_sized(full, sized)),
+            Expr::Not(e) | Expr::IsNull { expr: e, .. } | Expr::Cast { expr: e, .. } | Expr::Like { expr: e, .. } => {
+                e.columns_sized(full, sized)
+            }
+            Expr::Case { branches, otherwise, .. } => {
+                for (c, v) in branches {
+                    c.columns_sized(full, sized);
+                    v.columns_sized(full, sized);
+                }
+                otherwise.columns_sized(full, sized);
+            }
+            Expr::Func { args, .. } => args.iter().for_each(|e| e.columns_sized(full, sized)),
+        }
+    }
+
     /// The same expression reading column `f(i)` where this one reads column `i` (of the same
     /// type).
     pub fn map_columns(&self, f: &dyn Fn(usize) -> usize) -> Expr {
