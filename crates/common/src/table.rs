@@ -129,10 +129,10 @@ pub trait ColumnSource: Send + Sync + std::fmt::Debug {
         None
     }
 
-    /// Identity of the rows this source reads: two sources (two queries' snapshots of a
-    /// table) with the same id hold the same rows in the same morsels. A condition that
-    /// depends on every row of the table (a top-N bound) is cached under it. `None` (the
-    /// default) when the source cannot tell.
+    /// Identity of the data behind this source: two sources (two queries' snapshots of a
+    /// table, pruned or not) with the same id read the same set of immutable parts, so the
+    /// same rows. A condition that depends on every row of the table (a top-N bound) is
+    /// cached under it. `None` (the default) when the source cannot tell.
     fn data_id(&self) -> Option<u64> {
         None
     }

@@ -110,13 +110,15 @@ impl Database {
         Ok(Self::with_store(tessera_storage::Store::open(dir)?))
     }
 
-    /// A database over `store`, whose decoded-block cache counts against
-    /// `max_server_memory_usage`.
+    /// A database over `store`, whose decoded-block and query condition caches count
+    /// against `max_server_memory_usage`.
     fn with_store(store: tessera_storage::Store) -> Self {
         let store = Arc::new(store);
         let cache_of = Arc::downgrade(&store);
         let server = ServerMemory::with_external(0, move || {
-            cache_of.upgrade().map_or(0, |s| usize::try_from(s.block_cache().bytes()).unwrap_or(usize::MAX))
+            cache_of.upgrade().map_or(0, |s| {
+                usize::try_from(s.block_cache().bytes() + s.condition_cache().bytes()).unwrap_or(usize::MAX)
+            })
         });
         Database { store: Some(store), server: Arc::new(server), ..Self::default() }
     }

@@ -131,6 +131,9 @@ impl<'a> Input<'a> {
                 None if self.sized[c] => match self.table.morsel_sizes(c, m) {
                     Some(sizes) => {
                         let sizes = sizes?;
+                        if Some(&sizes.len()) != self.table.chunk_lens().get(m) {
+                            return Err(Error::internal(format!("value sizes of column {c} do not match morsel {m}'s rows")));
+                        }
                         let bytes = sizes.get_array_memory_size();
                         self.query.grow(bytes, "reading columns")?;
                         into.accounted += bytes;

@@ -550,28 +550,24 @@ impl Plan {
     }
 }
 
-/// As [`predicate_columns`], with the columns only compared with `''` (`=`, `<>`) in
-/// `sized` instead of `full`.
+/// As [`predicate_columns`], with the columns read only through their lengths (compared
+/// with `''` by `=` or `<>`, or `length(c)` in an expression) in `sized` instead of `full`.
 fn predicate_columns_sized(p: &Predicate, full: &mut Vec<usize>, sized: &mut Vec<usize>) {
     match p {
         Predicate::Cmp { column, op: CmpOp::Eq | CmpOp::NotEq, value: Value::Bytes(b) } if b.is_empty() => sized.push(*column),
+        Predicate::Cmp { column, .. } | Predicate::Like { column, .. } => full.push(*column),
+        Predicate::CmpColumns { left, right, .. } => full.extend([*left, *right]),
         Predicate::And(v) | Predicate::Or(v) => v.iter().for_each(|q| predicate_columns_sized(q, full, sized)),
         Predicate::Not(q) => predicate_columns_sized(q, full, sized),
+        Predicate::Const(_) => {}
         Predicate::Expr(e) => e.columns_sized(full, sized),
-        p => predicate_columns(p, full),
     }
 }
 
 pub(crate) fn predicate_columns(p: &Predicate, out: &mut Vec<usize>) {
-    match p {
-        Predicate::Cmp { column, .. } => out.push(*column),
-        Predicate::CmpColumns { left, right, .. } => out.extend([*left, *right]),
-        Predicate::And(v) | Predicate::Or(v) => v.iter().for_each(|q| predicate_columns(q, out)),
-        Predicate::Not(q) => predicate_columns(q, out),
-        Predicate::Const(_) => {}
-        Predicate::Like { column, .. } => out.push(*column),
-        Predicate::Expr(e) => e.columns(out),
-    }
+    let mut sized = Vec::new();
+    predicate_columns_sized(p, out, &mut sized);
+    out.append(&mut sized);
 }
 
 #[cfg(test)]

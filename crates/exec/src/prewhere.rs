@@ -37,7 +37,7 @@ struct Step {
     /// [`cost`] class.
     cost: u8,
     /// Its key in the table's query condition cache ([`condition_key`]); `None`: not cached.
-    cached: Option<u128>,
+    cache_key: Option<u128>,
 }
 
 /// The WHERE clause of a query as ordered PREWHERE steps.
@@ -78,7 +78,7 @@ fn cost(p: &Predicate, schema: &Schema) -> u8 {
 
 /// The query condition cache's key of conjunct `p` (a hash of its plan form: column
 /// positions, operator, constants), or `None` when its value may depend on more than the
-/// row (a general expression: `rand()`, `now()`) or on no column at all.
+/// row (a general expression: `rand()`, `now()`) or it is a bare constant.
 fn condition_key(p: &Predicate) -> Option<u128> {
     (!has_expr(p) && !matches!(p, Predicate::Const(_))).then(|| xxhash_rust::xxh3::xxh3_128(format!("{p:?}").as_bytes()))
 }
@@ -118,8 +118,8 @@ impl Prewhere {
                 cols.sort_unstable();
                 cols.dedup();
                 let cost = cost(&pred, schema);
-                let cached = if use_cache { condition_key(&pred) } else { None };
-                Step { pred, cols, cost, cached }
+                let cache_key = if use_cache { condition_key(&pred) } else { None };
+                Step { pred, cols, cost, cache_key }
             })
             .collect();
         // Stable: equal costs keep the written order.
@@ -128,7 +128,7 @@ impl Prewhere {
         later.sort_unstable();
         later.dedup();
         let whole = match filter {
-            Some(f) if use_cache && steps.len() > 1 && steps.iter().all(|s| s.cached.is_some()) => condition_key(f),
+            Some(f) if use_cache && steps.len() > 1 && steps.iter().all(|s| s.cache_key.is_some()) => condition_key(f),
             _ => None,
         };
         Prewhere { steps, schema: Some(schema.clone()), later, whole }
@@ -169,7 +169,7 @@ impl Prewhere {
                 None => {
                     input.read(m, &step.cols, mcols)?;
                     let bits = evaluate(&step.pred, &mcols.cols, len, kern)?;
-                    if let Some(key) = step.cached {
+                    if let Some(key) = step.cache_key {
                         input.record_condition(key, m, &bits);
                     }
                     Ok(bits.count_set_bits())
@@ -218,12 +218,14 @@ impl Prewhere {
         extra_key: Option<u128>,
         start: Selection,
     ) -> Result<Selection> {
-        // The whole WHERE's rows are known exactly at the end unless `extra` took some.
-        let record_whole = self.whole.filter(|_| extra.is_none());
+        // The whole WHERE's rows are known exactly at the end unless `extra` took some, or
+        // `extra_key`'s records did (before a top-N scan has a bound, its earlier runs'
+        // records already leave out granules with WHERE rows past the final bound).
+        let record_whole = self.whole.filter(|_| extra.is_none() && extra_key.is_none());
         let extra = extra.map(|pred| {
             let mut cols = Vec::new();
             predicate_columns(&pred, &mut cols);
-            Step { pred, cols, cost: 0, cached: None }
+            Step { pred, cols, cost: 0, cache_key: None }
         });
         // After the steps at most as costly as it (they are sorted by cost), and after every
         // general expression.
@@ -255,7 +257,7 @@ impl Prewhere {
                 sel => {
                     input.read(m, &step.cols, mcols)?;
                     let bits = evaluate(&step.pred, &mcols.cols, len, kern)?;
-                    if let Some(key) = step.cached {
+                    if let Some(key) = step.cache_key {
                         input.record_condition(key, m, &bits);
                     }
                     match sel {
@@ -280,7 +282,7 @@ impl Prewhere {
             return None;
         }
         let mut left: Option<Vec<Range<u32>>> = None;
-        for key in self.steps.iter().filter_map(|s| s.cached).chain(self.whole).chain(extra_key) {
+        for key in self.steps.iter().filter_map(|s| s.cache_key).chain(self.whole).chain(extra_key) {
             let Some(rows) = input.condition_rows(key, m) else { continue };
             left = Some(match left {
                 None => rows,
@@ -300,7 +302,7 @@ impl Prewhere {
 }
 
 /// One bit per row of a `len`-row morsel, set at the rows of `sel`.
-pub(crate) fn held(sel: &Selection, len: usize) -> BooleanBuffer {
+fn held(sel: &Selection, len: usize) -> BooleanBuffer {
     let mut held = BooleanBufferBuilder::new(len);
     match sel {
         None => held.append_n(len, true),
@@ -375,5 +377,69 @@ mod tests {
             let want = selection(&evaluate(&filter, &all.cols, len, kern).unwrap(), kern);
             assert_eq!(got, want, "n > {k}");
         }
+    }
+
+    /// A source that keeps its columns in memory and a condition cache of 8-row granules.
+    #[derive(Debug)]
+    struct Recording {
+        cols: Vec<ArrayRef>,
+        /// (condition, morsel) -> held, per granule.
+        records: std::sync::Mutex<std::collections::HashMap<(u128, usize), Vec<bool>>>,
+    }
+
+    const GRANULE: usize = 8;
+
+    impl tessera_common::ColumnSource for Recording {
+        fn load_columns(&self, indices: &[usize]) -> Result<Vec<Vec<ArrayRef>>> {
+            Ok(indices.iter().map(|&c| vec![self.cols[c].clone()]).collect())
+        }
+
+        fn condition_rows(&self, condition: u128, morsel: usize) -> Option<Vec<Range<u32>>> {
+            let records = self.records.lock().unwrap();
+            let held = records.get(&(condition, morsel))?;
+            Some(held.iter().enumerate().filter(|(_, h)| **h).map(|(g, _)| (g * GRANULE) as u32..((g + 1) * GRANULE) as u32).collect())
+        }
+
+        fn record_condition(&self, condition: u128, morsel: usize, held: &BooleanBuffer) {
+            let per = (0..held.len() / GRANULE).map(|g| held.slice(g * GRANULE, GRANULE).count_set_bits() > 0).collect();
+            self.records.lock().unwrap().insert((condition, morsel), per);
+        }
+    }
+
+    /// A top-N scan's records narrow where it starts, so what it keeps is not the whole
+    /// WHERE's rows and must not be recorded as such: a later plain WHERE still finds
+    /// every row. Records of each conjunct and of the whole WHERE made on whole morsels
+    /// leave out only granules without rows.
+    #[test]
+    fn a_top_n_record_is_not_taken_for_the_where() {
+        let kern = Kernels::scalar();
+        let len = 64;
+        let n: ArrayRef = Arc::new((0..len).map(|i| Some(i as i32 % 5)).collect::<Int32Array>());
+        let s: ArrayRef = Arc::new((0..len).map(|i| Some(if i % 3 == 0 { "" } else { "x" })).collect::<StringArray>());
+        let source = Arc::new(Recording { cols: vec![n, s], records: Default::default() });
+        let schema = Arc::new(schema());
+        let table = Table::lazy("t", schema.clone(), vec![len], Some(source.clone())).unwrap();
+        let query = QueryContext::new(0, CancelToken::new());
+        let input = Input::open(&table, &[0, 1], &query).unwrap();
+        let gt = Predicate::Cmp { column: 0, op: CmpOp::Gt, value: Value::Int(0) };
+        let ne = Predicate::Cmp { column: 1, op: CmpOp::NotEq, value: Value::Bytes(Vec::new()) };
+        let filter = Predicate::And(vec![gt, ne]);
+        let pw = Prewhere::new(Some(&filter), &schema, &[], true);
+        let mut all = input.morsel();
+        input.read(0, &[0, 1], &mut all).unwrap();
+        let want = selection(&evaluate(&filter, &all.cols, len, kern).unwrap(), kern);
+        assert!(want.as_ref().is_some_and(|w| w.len() > 20));
+        // A top-N key whose earlier run kept granule 0 only.
+        let topn_key = 7u128;
+        source.records.lock().unwrap().insert((topn_key, 0), (0..len / GRANULE).map(|g| g == 0).collect());
+        let got = pw.select_with(&input, 0, len, &mut input.morsel(), kern, None, Some(topn_key)).unwrap();
+        assert!(got.as_ref().is_some_and(|r| r.iter().all(|&r| (r as usize) < GRANULE)));
+        // The plain WHERE, twice: the first run records, the second reads the records.
+        for _ in 0..2 {
+            assert_eq!(pw.select(&input, 0, len, &mut input.morsel(), kern).unwrap(), want);
+            assert_eq!(pw.count(&input, 0, len, &mut input.morsel(), kern).unwrap(), want.as_ref().map_or(len, |w| w.len()));
+        }
+        let whole = pw.whole.expect("a WHERE of two cacheable conjuncts has a whole key");
+        assert_eq!(source.records.lock().unwrap().get(&(whole, 0)).map(|h| h.iter().filter(|h| **h).count()), Some(len / GRANULE));
     }
 }

@@ -3,7 +3,8 @@
 //! compressed with the column's codec. See the crate docs for the byte layout.
 //!
 //! Decoding never trusts the bytes: every length and index is checked, and the checksum is
-//! verified before anything else is read. Errors come back as a detail string that the
+//! verified before anything else is read (by the part reader the first time a process
+//! reads a block: see `Part::verified`). Errors come back as a detail string that the
 //! caller wraps with the file, part, column and byte offset.
 
 use std::sync::Arc;
@@ -341,6 +342,9 @@ pub(crate) fn decode_block(buf: &[u8], dt: &DataType, verify: bool) -> DResult<A
         return Err(format!("block declares {plen} payload bytes"));
     }
     let stored = &buf[HEADER_LEN..len];
+    if codec == 1 && plen > stored.len().saturating_mul(255).saturating_add(16) {
+        return Err(format!("block declares {plen} payload bytes from {} LZ4 bytes", stored.len()));
+    }
     // The decompressed payload is an Arrow buffer so that plain string values can be
     // sliced out of it without a copy. Both codecs decode into fresh capacity of `plen`
     // bytes (a zero-filled buffer was 3% of `AVG(length(URL))`, Q28, from disk at 100M rows)
@@ -376,8 +380,8 @@ fn check_sum(buf: &[u8], len: usize) -> DResult<()> {
     Ok(())
 }
 
-/// The byte length of each value of the string or binary block at the start of `buf` (and
-/// its NULLs; a NULL's length is 0), without decoding its values where the layout allows:
+/// The byte length of each value of the string or binary block at the start of `buf` (NULL
+/// where the value is NULL), without decoding its values where the layout allows:
 /// a plain block's payload starts with the NULL bitmap and the value offsets, so only that
 /// prefix is decompressed (an LZ4 block decoded up to there, [`lz4_prefix`]; a URL block
 /// of 8,192 rows decompresses 33 KB of its ~750 KB). Dictionary blocks and Zstandard are
@@ -424,8 +428,8 @@ pub(crate) fn read_block_sizes(buf: &[u8], dt: &DataType, verify: bool) -> DResu
     Ok(arrow::array::UInt32Array::new(ScalarBuffer::from(sizes), nulls))
 }
 
-/// The byte lengths of the values of a string or binary array (0 at NULLs), as
-/// [`read_block_sizes`] gives them.
+/// The byte lengths of the values of a string or binary array (NULL where the value is),
+/// as [`read_block_sizes`] gives them.
 pub(crate) fn sizes_of(arr: &dyn Array) -> DResult<arrow::array::UInt32Array> {
     let (offs, _) = match arr.data_type() {
         DataType::Utf8 | DataType::Binary => var_parts(arr),
@@ -438,9 +442,14 @@ pub(crate) fn sizes_of(arr: &dyn Array) -> DResult<arrow::array::UInt32Array> {
 /// The first `at_least` bytes (or a few more, never past `capacity`) of the payload of
 /// the LZ4 block `src` (the block format lz4_flex writes: sequences of a token, literals,
 /// a 2-byte match offset and a match length), decoded sequence by sequence and stopped
-/// once enough is out. Every length and offset is checked against `src` and the output.
+/// once enough is out (a match is copied only up to `at_least`). Every length and offset is
+/// checked against `src` and the output, and no more than LZ4's largest ratio (255:1) of
+/// `src` is ever asked for.
 pub(crate) fn lz4_prefix(src: &[u8], at_least: usize, capacity: usize) -> DResult<Vec<u8>> {
     let corrupt = |what: &str| format!("lz4: {what}");
+    if at_least > src.len().saturating_mul(255).saturating_add(16) {
+        return Err(corrupt("more bytes wanted than the block can hold"));
+    }
     let mut out: Vec<u8> = Vec::with_capacity(at_least.min(capacity) + 64);
     let mut i = 0usize;
     let length = |i: &mut usize, base: usize| -> DResult<usize> {
@@ -480,14 +489,20 @@ pub(crate) fn lz4_prefix(src: &[u8], at_least: usize, capacity: usize) -> DResul
         if out.len() + n > capacity {
             return Err(corrupt("more bytes than the header declares"));
         }
-        // The match may overlap what it produces (offset < length): copied in strides
-        // of the offset.
+        // Only what is still wanted of it. The match may overlap what it produces (offset
+        // < length): copied in strides of the offset (one byte repeated at offset 1).
+        let n = n.min(at_least - out.len());
         let start = out.len() - off;
-        let mut left = n;
-        while left > 0 {
-            let k = left.min(off);
-            out.extend_from_within(start + (n - left)..start + (n - left) + k);
-            left -= k;
+        if off == 1 {
+            let b = out[start];
+            out.resize(out.len() + n, b);
+            continue;
+        }
+        let mut done = 0;
+        while done < n {
+            let k = (n - done).min(off);
+            out.extend_from_within(start + done..start + done + k);
+            done += k;
         }
     }
     if out.len() < at_least {

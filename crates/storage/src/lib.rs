@@ -62,7 +62,7 @@
 //!
 //! ```text
 //! 0000000002_0000000009_1/
-//! ├── c0.bin … cN.bin   column i = blocks, in row order        (verified per block on read)
+//! ├── c0.bin … cN.bin   column i = blocks, in row order        (verified per block, first read)
 //! ├── marks.mrk         granule -> (block offset, row in block) per column
 //! ├── primary.idx       first sort-key tuple of each granule   (sparse primary index)
 //! ├── minmax.idx        min and max of each column in each granule

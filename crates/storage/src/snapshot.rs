@@ -75,6 +75,26 @@ impl Snapshot {
         admitted.fetch_add(a.get_array_memory_size() as u64, Ordering::Relaxed) < cache.capacity() / 2
     }
 
+    /// Granules `g0..g1` of column `c` of `part`, decoded, through the decoded-block cache
+    /// (taken from it when there, put in it when [`Snapshot::admits`] says so). The mapped
+    /// compressed pages are not needed once decoded: dropped from the process's page
+    /// tables (they stay in the OS page cache), so a query's resident set holds its decoded
+    /// arrays, not every file byte it read.
+    fn read_cached(&self, part: &Part, c: usize, g0: usize, g1: usize) -> Result<ArrayRef> {
+        let key = (part.uid, c as u32, g0 as u32, g1 as u32);
+        if let Some(a) = self.cache.as_ref().and_then(|cache| cache.get(&key)) {
+            return Ok(a);
+        }
+        let a = part.read_granules(c, g0, g1)?;
+        part.release(c, g0, g1);
+        if let Some(cache) = &self.cache
+            && self.admits(c, &a, cache)
+        {
+            cache.insert(key, &a);
+        }
+        Ok(a)
+    }
+
     pub(crate) fn chunk_lens(&self) -> Vec<usize> {
         self.morsels
             .iter()
@@ -155,25 +175,7 @@ impl ColumnSource for Snapshot {
             .par_iter()
             .map(|&(c, m)| {
                 let mo = self.morsels[m];
-                let part = &self.parts[mo.part].1;
-                // The mapped compressed pages are not needed once decoded: dropped from the
-                // process's page tables (they stay in the OS page cache), a query's resident
-                // set holds its decoded arrays, not every file byte it read.
-                let read = || {
-                    let a = part.read_granules(c, mo.g0, mo.g1)?;
-                    part.release(c, mo.g0, mo.g1);
-                    Ok(a)
-                };
-                let Some(cache) = &self.cache else { return read() };
-                let key = (part.uid, c as u32, mo.g0 as u32, mo.g1 as u32);
-                if let Some(a) = cache.get(&key) {
-                    return Ok(a);
-                }
-                let a = read()?;
-                if self.admits(c, &a, cache) {
-                    cache.insert(key, &a);
-                }
-                Ok(a)
+                self.read_cached(&self.parts[mo.part].1, c, mo.g0, mo.g1)
             })
             .collect::<Result<Vec<_>>>()?;
         let n = morsels.len();
@@ -231,19 +233,7 @@ impl ColumnSource for Snapshot {
                     // A run is cached as a granule range of its own: the next query that
                     // fetches rows there (Q24's late materialization of `SELECT *`, 105
                     // columns of 10 rows) does not decode its blocks again.
-                    let key = (part.uid, c as u32, g0 as u32, g1 as u32);
-                    if let Some(a) = self.cache.as_ref().and_then(|cache| cache.get(&key)) {
-                        pieces.push(a);
-                        continue;
-                    }
-                    let a = part.read_granules(c, g0, g1)?;
-                    part.release(c, g0, g1);
-                    if let Some(cache) = &self.cache
-                        && self.admits(c, &a, cache)
-                    {
-                        cache.insert(key, &a);
-                    }
-                    pieces.push(a);
+                    pieces.push(self.read_cached(part, c, g0, g1)?);
                 }
                 // Interleave from the pieces, not a concatenation of them: no string column
                 // past 32-bit offsets, and only the taken rows copied.
@@ -317,9 +307,6 @@ impl ColumnSource for Snapshot {
         Some((pick(&los, lo_at)?, pick(&his, hi_at)?))
     }
 
-    /// Keeps granules whose min/max (and, for the leading sort-key column, the sparse
-    /// primary index) admit every range; consecutive kept granules of one part form
-    /// morsels of up to 8 granules, never crossing a multiple of 8.
     /// Granules recorded as holding no row where the condition is TRUE are left out;
     /// granules never evaluated are kept.
     fn condition_rows(&self, condition: u128, morsel: usize) -> Option<Vec<Range<u32>>> {
@@ -381,6 +368,9 @@ impl ColumnSource for Snapshot {
         }
     }
 
+    /// Keeps granules whose min/max (and, for the leading sort-key column, the sparse
+    /// primary index) admit every range; consecutive kept granules of one part form
+    /// morsels of up to 8 granules, never crossing a multiple of 8.
     fn prune(&self, ranges: &[ColumnRange]) -> Option<PrunedSource> {
         let ranges: Vec<ColumnRange> =
             ranges.iter().filter(|r| r.column < self.table.schema().fields().len()).cloned().collect();

@@ -501,26 +501,9 @@ impl Expr {
 
     /// Appends the column indices the expression reads to `out` (with repeats).
     pub fn columns(&self, out: &mut Vec<usize>) {
-        match self {
-            Expr::Column { index, .. } => out.push(*index),
-            Expr::Literal(_) => {}
-            Expr::Arith { left, right, .. } | Expr::Cmp { left, right, .. } => {
-                left.columns(out);
-                right.columns(out);
-            }
-            Expr::And(v) | Expr::Or(v) => v.iter().for_each(|e| e.columns(out)),
-            Expr::Not(e) | Expr::IsNull { expr: e, .. } | Expr::Cast { expr: e, .. } | Expr::Like { expr: e, .. } => {
-                e.columns(out)
-            }
-            Expr::Case { branches, otherwise, .. } => {
-                for (c, v) in branches {
-                    c.columns(out);
-                    v.columns(out);
-                }
-                otherwise.columns(out);
-            }
-            Expr::Func { args, .. } => args.iter().for_each(|e| e.columns(out)),
-        }
+        let mut sized = Vec::new();
+        self.columns_sized(out, &mut sized);
+        out.append(&mut sized);
     }
 
     /// As [`Expr::columns`], with the columns read only through `length(column)` in

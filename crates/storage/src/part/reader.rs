@@ -346,21 +346,27 @@ impl Part {
         }
     }
 
-    /// Decodes rows of granules `g0..g1` of column `c`, verifying every block read.
-    ///
-    /// # Errors
-    /// [`Error::Corrupt`] naming the part, the column file, the column and the block's byte
-    /// offset.
+    /// Whether the block holding granule `g` of column `c` passed its checksum in this
+    /// process ([`Part::verified`]).
     fn is_verified(&self, c: usize, g: usize) -> bool {
         self.verified.get(c).and_then(|v| v.get(g / 64)).is_some_and(|w| w.load(Ordering::Relaxed) & (1 << (g % 64)) != 0)
     }
 
+    /// Marks every granule of the block holding granule `g` of column `c` verified.
     fn set_verified(&self, c: usize, g: usize) {
-        if let Some(w) = self.verified.get(c).and_then(|v| v.get(g / 64)) {
-            w.fetch_or(1 << (g % 64), Ordering::Relaxed);
+        for x in self.block_start(c, g)..self.block_end(c, g) {
+            if let Some(w) = self.verified.get(c).and_then(|v| v.get(x / 64)) {
+                w.fetch_or(1 << (x % 64), Ordering::Relaxed);
+            }
         }
     }
 
+    /// Decodes rows of granules `g0..g1` of column `c`, verifying each block's checksum the
+    /// first time this process reads it.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] naming the part, the column file, the column and the block's byte
+    /// offset.
     pub(crate) fn read_granules(&self, c: usize, g0: usize, g1: usize) -> Result<ArrayRef> {
         self.read_granules_as(c, g0, g1, false)
     }
@@ -401,7 +407,7 @@ impl Part {
                 block::decode_block(buf, field.data_type(), verify).map_err(err)?
             };
             if verify {
-                (g..end).for_each(|x| self.set_verified(c, x));
+                self.set_verified(c, g);
             }
             if r0 as usize + want > arr.len() {
                 return Err(err(format!("block has {} rows, marks need rows {}..{}", arr.len(), r0, r0 as usize + want)));
