@@ -168,6 +168,10 @@ struct QueryResult {
     query: usize,
     sql: String,
     times_seconds: Vec<f64>,
+    /// The warm-up run's time (latency mode; `None` in throughput mode): what a first run
+    /// costs before the caches (decoded blocks, query condition cache, page cache) hold
+    /// anything of this query.
+    warmup_seconds: Option<f64>,
     mean_seconds: f64,
     min_seconds: f64,
     median_seconds: f64,
@@ -290,6 +294,7 @@ fn summarize(
         sql: sql.to_string(),
         mean_seconds: mean,
         min_seconds: sorted.first().copied().unwrap_or(f64::NAN),
+        warmup_seconds: None,
         median_seconds: median(&sorted),
         times_seconds: times,
         result_rows,
@@ -353,7 +358,9 @@ fn latency_point(db: &Database, queries: &[(usize, &str)], runs: usize, cancel: 
         if let Some(t) = db.disk_table("hits") {
             t.take_last_prune();
         }
+        let t = Instant::now();
         let (warm, profile) = db.sql_in(sql, None, cancel)?;
+        let warmup = t.elapsed().as_secs_f64();
         let result_rows = warm.iter().map(|b| b.num_rows()).sum();
         let mut times = Vec::with_capacity(runs);
         for _ in 0..runs {
@@ -362,11 +369,11 @@ fn latency_point(db: &Database, queries: &[(usize, &str)], runs: usize, cancel: 
             times.push(t.elapsed().as_secs_f64());
             drop(out);
         }
-        let r = summarize(q, sql, times, result_rows, table_rows, &profile);
+        let r = QueryResult { warmup_seconds: Some(warmup), ..summarize(q, sql, times, result_rows, table_rows, &profile) };
         let label = if q > 1000 { format!("S{}", q - 1000) } else { format!("Q{q}") };
         println!(
-            "{:<4} mean {:>8.4} s   min {:>8.4} s   median {:>8.4} s   rows {}",
-            label, r.mean_seconds, r.min_seconds, r.median_seconds, r.result_rows
+            "{:<4} mean {:>8.4} s   min {:>8.4} s   median {:>8.4} s   first {:>8.4} s   rows {}",
+            label, r.mean_seconds, r.min_seconds, r.median_seconds, warmup, r.result_rows
         );
         if let Some((k, t)) = db.disk_table("hits").and_then(|t| t.take_last_prune()) {
             println!("   granules {k}/{t}");
