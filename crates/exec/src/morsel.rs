@@ -17,7 +17,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use arrow::array::{Array, ArrayRef};
+use arrow::array::{Array, ArrayRef, AsArray};
 use tessera_common::{ColumnChunks, Error, Result, Table};
 
 use crate::context::QueryContext;
@@ -134,7 +134,9 @@ impl<'a> Input<'a> {
                         if Some(&sizes.len()) != self.table.chunk_lens().get(m) {
                             return Err(Error::internal(format!("value sizes of column {c} do not match morsel {m}'s rows")));
                         }
-                        let bytes = sizes.get_array_memory_size();
+                        // The lengths, plus the zeroed bytes when they are the morsel's own.
+                        let total: usize = sizes.as_primitive_opt::<arrow::datatypes::UInt32Type>().map_or(0, |s| s.values().iter().map(|&n| n as usize).sum());
+                        let bytes = sizes.get_array_memory_size() + if total > SHARED_ZEROS_MAX { total } else { 0 };
                         self.query.grow(bytes, "reading columns")?;
                         into.accounted += bytes;
                         into.cols[c] = Some(zero_bytes(&sizes, self.table.schema().field(c).data_type())?);
@@ -246,15 +248,20 @@ impl<'a> Input<'a> {
 
 /// A string or binary array of type `dt` whose values have the lengths `sizes` (a
 /// `UInt32Array`; NULL where it is NULL) and all-zero bytes, for a query that only looks
-/// at lengths. The bytes are one shared zeroed buffer (grown to the largest morsel seen),
-/// not a copy per morsel.
+/// at lengths. The bytes are one shared zeroed buffer (grown to the largest morsel seen, up
+/// to [`SHARED_ZEROS_MAX`]), not a copy per morsel; a morsel with more string bytes than
+/// that gets a zeroed buffer of its own, freed with it.
 ///
 /// # Errors
 /// [`Error::Internal`] if `sizes` is not a `UInt32Array` or `dt` not a string or binary
 /// type; [`Error::InvalidArgument`] for a morsel past 2 GiB of values (as when its values
 /// are read).
+/// The largest zeroed buffer [`zero_bytes`] keeps for the process (64 MiB: a morsel of
+/// 65,536 URLs holds ~6 MB).
+const SHARED_ZEROS_MAX: usize = 64 << 20;
+
 fn zero_bytes(sizes: &ArrayRef, dt: &arrow::datatypes::DataType) -> Result<ArrayRef> {
-    use arrow::array::{AsArray, BinaryArray, StringArray};
+    use arrow::array::{BinaryArray, StringArray};
     use arrow::buffer::{Buffer, OffsetBuffer};
     use arrow::datatypes::UInt32Type;
     static ZEROS: std::sync::Mutex<Option<Buffer>> = std::sync::Mutex::new(None);
@@ -267,7 +274,9 @@ fn zero_bytes(sizes: &ArrayRef, dt: &arrow::datatypes::DataType) -> Result<Array
         offsets.push(i32::try_from(end).map_err(|_| Error::InvalidArgument("a morsel holds over 2 GiB of string bytes".into()))?);
     }
     let len = end as usize;
-    let values = {
+    let values = if len > SHARED_ZEROS_MAX {
+        Buffer::from_vec(vec![0u8; len])
+    } else {
         let mut zeros = ZEROS.lock().unwrap_or_else(|e| e.into_inner());
         if zeros.as_ref().is_none_or(|z| z.len() < len) {
             *zeros = Some(Buffer::from_vec(vec![0u8; len.next_power_of_two()]));
@@ -287,4 +296,32 @@ fn zero_bytes(sizes: &ArrayRef, dt: &arrow::datatypes::DataType) -> Result<Array
         arrow::datatypes::DataType::Binary => Arc::new(unsafe { BinaryArray::new_unchecked(offsets, values, nulls) }),
         other => return Err(Error::internal(format!("value sizes of a {other} column"))),
     })
+}
+
+#[cfg(test)]
+mod zero_bytes_tests {
+    use arrow::array::{BinaryArray, StringArray, UInt32Array};
+    use arrow::datatypes::DataType;
+
+    use super::*;
+
+    /// Lengths and NULLs come back as given, in a shared buffer for small morsels and a
+    /// private one past [`SHARED_ZEROS_MAX`]; a morsel past 2 GiB is an error.
+    #[test]
+    fn lengths_and_nulls_are_kept() {
+        let big = (SHARED_ZEROS_MAX / 2 + 1) as u32;
+        for sizes in [vec![Some(3), None, Some(0), Some(70)], vec![Some(big), Some(0), None, Some(big)], vec![]] {
+            let arr: ArrayRef = Arc::new(UInt32Array::from(sizes.clone()));
+            let s = zero_bytes(&arr, &DataType::Utf8).unwrap();
+            let s = s.as_any().downcast_ref::<StringArray>().unwrap();
+            let got: Vec<Option<u32>> = (0..s.len()).map(|i| s.is_valid(i).then(|| s.value(i).len() as u32)).collect();
+            assert_eq!(got, sizes);
+            assert!(s.iter().flatten().all(|v| v.bytes().all(|b| b == 0)));
+            let b = zero_bytes(&arr, &DataType::Binary).unwrap();
+            assert_eq!(b.as_any().downcast_ref::<BinaryArray>().unwrap().null_count(), sizes.iter().filter(|v| v.is_none()).count());
+        }
+        let huge: ArrayRef = Arc::new(UInt32Array::from(vec![u32::MAX / 2 + 1, u32::MAX / 2 + 1]));
+        assert!(matches!(zero_bytes(&huge, &DataType::Utf8), Err(Error::InvalidArgument(_))));
+        assert!(zero_bytes(&huge, &DataType::Int32).is_err());
+    }
 }
