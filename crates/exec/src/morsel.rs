@@ -134,12 +134,12 @@ impl<'a> Input<'a> {
                         if Some(&sizes.len()) != self.table.chunk_lens().get(m) {
                             return Err(Error::internal(format!("value sizes of column {c} do not match morsel {m}'s rows")));
                         }
+                        let (a, own) = zero_bytes(&sizes, self.table.schema().field(c).data_type())?;
                         // The lengths, plus the zeroed bytes when they are the morsel's own.
-                        let total: usize = sizes.as_primitive_opt::<arrow::datatypes::UInt32Type>().map_or(0, |s| s.values().iter().map(|&n| n as usize).sum());
-                        let bytes = sizes.get_array_memory_size() + if total > SHARED_ZEROS_MAX { total } else { 0 };
+                        let bytes = sizes.get_array_memory_size() + own;
                         self.query.grow(bytes, "reading columns")?;
                         into.accounted += bytes;
-                        into.cols[c] = Some(zero_bytes(&sizes, self.table.schema().field(c).data_type())?);
+                        into.cols[c] = Some(a);
                     }
                     None => missing.push(c),
                 },
@@ -250,7 +250,8 @@ impl<'a> Input<'a> {
 /// `UInt32Array`; NULL where it is NULL) and all-zero bytes, for a query that only looks
 /// at lengths. The bytes are one shared zeroed buffer (grown to the largest morsel seen, up
 /// to [`SHARED_ZEROS_MAX`]), not a copy per morsel; a morsel with more string bytes than
-/// that gets a zeroed buffer of its own, freed with it.
+/// that gets a zeroed buffer of its own, freed with it. Returns the array and the bytes of
+/// such an own buffer (0 when shared).
 ///
 /// # Errors
 /// [`Error::Internal`] if `sizes` is not a `UInt32Array` or `dt` not a string or binary
@@ -260,7 +261,7 @@ impl<'a> Input<'a> {
 /// 65,536 URLs holds ~6 MB).
 const SHARED_ZEROS_MAX: usize = 64 << 20;
 
-fn zero_bytes(sizes: &ArrayRef, dt: &arrow::datatypes::DataType) -> Result<ArrayRef> {
+fn zero_bytes(sizes: &ArrayRef, dt: &arrow::datatypes::DataType) -> Result<(ArrayRef, usize)> {
     use arrow::array::{BinaryArray, StringArray};
     use arrow::buffer::{Buffer, OffsetBuffer};
     use arrow::datatypes::UInt32Type;
@@ -274,7 +275,8 @@ fn zero_bytes(sizes: &ArrayRef, dt: &arrow::datatypes::DataType) -> Result<Array
         offsets.push(i32::try_from(end).map_err(|_| Error::InvalidArgument("a morsel holds over 2 GiB of string bytes".into()))?);
     }
     let len = end as usize;
-    let values = if len > SHARED_ZEROS_MAX {
+    let own = if len > SHARED_ZEROS_MAX { len } else { 0 };
+    let values = if own > 0 {
         Buffer::from_vec(vec![0u8; len])
     } else {
         let mut zeros = ZEROS.lock().unwrap_or_else(|e| e.into_inner());
@@ -289,13 +291,14 @@ fn zero_bytes(sizes: &ArrayRef, dt: &arrow::datatypes::DataType) -> Result<Array
     // and every value valid UTF-8.
     let offsets = unsafe { OffsetBuffer::new_unchecked(offsets.into()) };
     let nulls = sizes.nulls().cloned();
-    Ok(match dt {
+    let a: ArrayRef = match dt {
         // SAFETY: as above.
         arrow::datatypes::DataType::Utf8 => Arc::new(unsafe { StringArray::new_unchecked(offsets, values, nulls) }),
         // SAFETY: as above (any bytes are valid binary values).
         arrow::datatypes::DataType::Binary => Arc::new(unsafe { BinaryArray::new_unchecked(offsets, values, nulls) }),
         other => return Err(Error::internal(format!("value sizes of a {other} column"))),
-    })
+    };
+    Ok((a, own))
 }
 
 #[cfg(test)]
@@ -312,12 +315,12 @@ mod zero_bytes_tests {
         let big = (SHARED_ZEROS_MAX / 2 + 1) as u32;
         for sizes in [vec![Some(3), None, Some(0), Some(70)], vec![Some(big), Some(0), None, Some(big)], vec![]] {
             let arr: ArrayRef = Arc::new(UInt32Array::from(sizes.clone()));
-            let s = zero_bytes(&arr, &DataType::Utf8).unwrap();
+            let (s, _) = zero_bytes(&arr, &DataType::Utf8).unwrap();
             let s = s.as_any().downcast_ref::<StringArray>().unwrap();
             let got: Vec<Option<u32>> = (0..s.len()).map(|i| s.is_valid(i).then(|| s.value(i).len() as u32)).collect();
             assert_eq!(got, sizes);
             assert!(s.iter().flatten().all(|v| v.bytes().all(|b| b == 0)));
-            let b = zero_bytes(&arr, &DataType::Binary).unwrap();
+            let (b, _) = zero_bytes(&arr, &DataType::Binary).unwrap();
             assert_eq!(b.as_any().downcast_ref::<BinaryArray>().unwrap().null_count(), sizes.iter().filter(|v| v.is_none()).count());
         }
         let huge: ArrayRef = Arc::new(UInt32Array::from(vec![u32::MAX / 2 + 1, u32::MAX / 2 + 1]));

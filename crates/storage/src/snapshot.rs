@@ -38,21 +38,16 @@ pub(crate) struct Snapshot {
     pub(crate) table: Arc<DiskTable>,
     pub(crate) parts: PartList,
     pub(crate) morsels: Vec<Morsel>,
-    pub(crate) cache: Option<Arc<BlockCache>>,
-    /// The query condition cache ([`ColumnSource::condition_rows`]).
-    pub(crate) conditions: Option<Arc<ConditionCache>>,
-    /// Per column: decoded bytes this snapshot put into `cache` ([`Snapshot::admits`]).
+    /// The decoded-block and query condition caches it reads through.
+    pub(crate) caches: Caches,
+    /// Per column: decoded bytes this snapshot put into the block cache ([`Snapshot::admits`]).
     admitted: Vec<AtomicU64>,
 }
 
 impl Snapshot {
     pub(crate) fn new(table: Arc<DiskTable>, parts: PartList, morsels: Vec<Morsel>, caches: &Caches) -> Self {
         let admitted = (0..table.schema().fields().len()).map(|_| AtomicU64::new(0)).collect();
-        Snapshot { table, parts, morsels, cache: caches.blocks.clone(), conditions: caches.conditions.clone(), admitted }
-    }
-
-    fn caches(&self) -> Caches {
-        Caches { blocks: self.cache.clone(), conditions: self.conditions.clone() }
+        Snapshot { table, parts, morsels, caches: caches.clone(), admitted }
     }
 
     /// The part and granule lengths of morsel `m`.
@@ -82,12 +77,12 @@ impl Snapshot {
     /// arrays, not every file byte it read.
     fn read_cached(&self, part: &Part, c: usize, g0: usize, g1: usize) -> Result<ArrayRef> {
         let key = (part.uid, c as u32, g0 as u32, g1 as u32);
-        if let Some(a) = self.cache.as_ref().and_then(|cache| cache.get(&key)) {
+        if let Some(a) = self.caches.blocks.as_ref().and_then(|cache| cache.get(&key)) {
             return Ok(a);
         }
         let a = part.read_granules(c, g0, g1)?;
         part.release(c, g0, g1);
-        if let Some(cache) = &self.cache
+        if let Some(cache) = &self.caches.blocks
             && self.admits(c, &a, cache)
         {
             cache.insert(key, &a);
@@ -198,7 +193,7 @@ impl ColumnSource for Snapshot {
                     let field = self.table.schema().fields().get(c).ok_or_else(|| Error::internal("column out of range"))?;
                     return Ok(arrow::array::new_empty_array(field.data_type()));
                 }
-                if let Some(cache) = &self.cache
+                if let Some(cache) = &self.caches.blocks
                     && let Some(a) = cache.get(&(part.uid, c as u32, mo.g0 as u32, mo.g1 as u32))
                 {
                     return Ok(arrow::compute::take(&a, &idx, None)?);
@@ -310,7 +305,7 @@ impl ColumnSource for Snapshot {
     /// Granules recorded as holding no row where the condition is TRUE are left out;
     /// granules never evaluated are kept.
     fn condition_rows(&self, condition: u128, morsel: usize) -> Option<Vec<Range<u32>>> {
-        let cache = self.conditions.as_ref()?;
+        let cache = self.caches.conditions.as_ref()?;
         let (part, granules) = self.granules_of(morsel)?;
         let bits = cache.get(part.uid, condition)?;
         let (mut known, mut at, mut rows) = (false, 0u32, Vec::<Range<u32>>::new());
@@ -334,7 +329,7 @@ impl ColumnSource for Snapshot {
     fn load_morsel_sizes(&self, column: usize, morsel: usize) -> Option<Result<ArrayRef>> {
         let mo = *self.morsels.get(morsel)?;
         let part = &self.parts[mo.part].1;
-        if let Some(cache) = &self.cache
+        if let Some(cache) = &self.caches.blocks
             && let Some(a) = cache.get(&(part.uid, column as u32, mo.g0 as u32, mo.g1 as u32))
         {
             return Some(crate::block::sizes_of(a.as_ref()).map(|s| Arc::new(s) as ArrayRef).map_err(Error::internal));
@@ -354,7 +349,7 @@ impl ColumnSource for Snapshot {
     }
 
     fn record_condition(&self, condition: u128, morsel: usize, held: &BooleanBuffer) {
-        let Some(cache) = &self.conditions else { return };
+        let Some(cache) = &self.caches.conditions else { return };
         let Some((part, granules)) = self.granules_of(morsel) else { return };
         let granules: Vec<(usize, usize)> = granules.collect();
         if granules.iter().map(|&(_, len)| len).sum::<usize>() != held.len() {
@@ -396,7 +391,7 @@ impl ColumnSource for Snapshot {
             }
         }
         *self.table.last_prune.lock().expect("prune lock") = Some((kept, total));
-        let snap = Snapshot::new(self.table.clone(), self.parts.clone(), morsels, &self.caches());
+        let snap = Snapshot::new(self.table.clone(), self.parts.clone(), morsels, &self.caches);
         Some(PrunedSource { chunk_lens: snap.chunk_lens(), source: Arc::new(snap) })
     }
 }
