@@ -20,7 +20,7 @@
 
 #![warn(missing_docs)]
 
-pub use tessera_common::{Error, Result, Settings, Table, TemporaryFilesCodec, arrow};
+pub use tessera_common::{Error, Result, Settings, Table, TemporaryFilesCodec, arrow, memory};
 pub use tessera_datasets as datasets;
 pub use tessera_engine::{
     CancelToken, Codec, Compression, DEFAULT_BLOCK_CACHE_BYTES, Database, Format, Input, Profile, ReadOptions, RecordBatchIter,

@@ -10,6 +10,7 @@ pub mod calendar;
 mod error;
 pub mod float;
 mod kind;
+pub mod memory;
 mod settings;
 mod sink;
 mod table;

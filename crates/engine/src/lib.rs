@@ -49,6 +49,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 pub use tessera_common::{Error, Result, Settings, Table};
+pub use tessera_common::memory;
 use tessera_exec::Pools;
 pub use tessera_exec::{Batches, CancelToken, Profile, QueryContext, ServerMemory};
 use tessera_sql::Statement;

@@ -205,11 +205,16 @@ impl QueryContext {
 
     /// Accounts `bytes` about to be written to a temporary file under `dir`.
     ///
+    /// A query that spills is short of memory: the allocator is asked to return the pages
+    /// freed so far to the OS ([`tessera_common::memory::release_freed_memory`]), so that
+    /// the process's resident memory stays near what its queries account.
+    ///
     /// # Errors
     /// [`Error::ResourcesExhausted`] naming `max_temporary_data_on_disk_size` when the query
     /// would write more; [`Error::Cancelled`].
     pub fn grow_temporary(&self, bytes: usize, dir: &Path) -> Result<()> {
         self.check_cancelled()?;
+        tessera_common::memory::release_freed_memory();
         let now = self.temp_used.fetch_add(bytes, Ordering::Relaxed).saturating_add(bytes);
         if self.temp_limit != 0 && now > self.temp_limit {
             self.temp_used.fetch_sub(bytes, Ordering::Relaxed);
