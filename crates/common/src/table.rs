@@ -33,6 +33,14 @@ pub trait ColumnSource: Send + Sync + std::fmt::Debug {
         false
     }
 
+    /// Whether [`ColumnSource::load_morsel_rows`] decodes less than the whole morsel for a
+    /// few rows (a part decodes only the blocks holding them). When `false` (the default), a
+    /// query that reads a morsel's column at some rows reads it whole and keeps it for the
+    /// rest of the morsel's work ([`Table::reads_rows`]).
+    fn reads_rows(&self) -> bool {
+        false
+    }
+
     /// Reads chunks `morsels` (ascending chunk indices) of the columns at `indices`: for
     /// each column, one array per listed morsel, in that order, of the morsel's length.
     /// Late materialization uses it to fetch the other columns of a few rows. The default
@@ -417,6 +425,12 @@ impl Table {
             out.push(chunks);
         }
         Ok(out)
+    }
+
+    /// Whether reading a few rows of a column not in memory costs less than its whole
+    /// morsel ([`ColumnSource::reads_rows`]).
+    pub fn reads_rows(&self) -> bool {
+        self.source.as_ref().is_some_and(|s| s.reads_morsels() && s.reads_rows())
     }
 
     /// Rows `rows` (ascending, distinct positions within morsel `m`) of the columns at

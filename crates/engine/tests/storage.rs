@@ -775,3 +775,43 @@ fn lengths_only_queries_from_disk_equal_in_memory() {
         }
     }
 }
+
+/// Late materialization after the WHERE: where few rows of a morsel pass (under a quarter),
+/// GROUP BY and scans read their other columns at those rows only and work on the morsel
+/// compacted to them. Selective WHEREs over generated hits (string, computed and
+/// lengths-only keys and inputs, `SELECT *` top-N with row positions, a keyless aggregate)
+/// give the in-memory answers from two parts, with 1 and 3 threads, the condition cache
+/// on (later runs start from its granules) and off.
+#[test]
+fn compacted_morsels_give_the_in_memory_answers() {
+    let batches = generated_hits(40_000, 17, 10_000);
+    let (_dir, disk, mem) = hits_on_disk_and_in_memory(&batches, &[0..2, 2..4]);
+    let (few, all) = (answer_text(&mem, "SELECT COUNT(*) FROM hits WHERE URL LIKE '%google%'"), 40_000);
+    let few: usize = few.trim().parse().unwrap();
+    assert!(few > 0 && few * 4 < all, "the WHERE must keep few rows: {few}");
+    let queries = [
+        "SELECT SearchPhrase, MIN(URL), MIN(Title), COUNT(*) AS c, COUNT(DISTINCT UserID) FROM hits \
+         WHERE Title LIKE '%Google%' AND URL NOT LIKE '%.google.%' AND SearchPhrase <> '' \
+         GROUP BY SearchPhrase ORDER BY c DESC, SearchPhrase LIMIT 10",
+        "SELECT UserID, extract(minute FROM EventTime) AS m, SearchPhrase, COUNT(*) AS c FROM hits \
+         WHERE URL LIKE '%google%' GROUP BY UserID, m, SearchPhrase ORDER BY c DESC, UserID, m, SearchPhrase LIMIT 15",
+        "SELECT CounterID, AVG(length(URL)) AS l, COUNT(*) FROM hits WHERE URL LIKE '%google%' AND Referer <> '' \
+         GROUP BY CounterID ORDER BY l DESC, CounterID LIMIT 20",
+        "SELECT COUNT(*), SUM(ResolutionWidth), MIN(Title), MAX(URL) FROM hits WHERE URL LIKE '%google%'",
+        "SELECT * FROM hits WHERE URL LIKE '%google%' ORDER BY EventTime, WatchID LIMIT 10",
+        "SELECT WatchID, URL, length(Title) FROM hits WHERE URL LIKE '%google%' AND SearchPhrase <> '' ORDER BY WatchID",
+        "SELECT SearchPhrase, URL FROM hits WHERE URL LIKE '%google%' ORDER BY SearchPhrase, URL LIMIT 12 OFFSET 3",
+    ];
+    for cache in [1, 0] {
+        for threads in [1, 3] {
+            for sql in queries {
+                let set = format!("SET use_query_condition_cache = {cache}");
+                disk.sql(&set).unwrap();
+                disk.sql(&format!("SET max_threads = {threads}")).unwrap();
+                for run in 0..2 {
+                    assert_eq!(answer_text(&disk, sql), answer_text(&mem, sql), "{set}, {threads} threads, run {run}: {sql}");
+                }
+            }
+        }
+    }
+}

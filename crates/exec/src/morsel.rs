@@ -165,11 +165,19 @@ impl<'a> Input<'a> {
     /// Rows `rows` (ascending) of the columns `which` of morsel `m`, one array of
     /// `rows.len()` values per column: taken from `from` where it holds the column, else
     /// read for those rows only ([`Table::morsel_rows`]: a streamed column decodes only the
-    /// blocks holding them) and accounted in `from`.
+    /// blocks holding them) and accounted in `from`; a column read for its lengths only, or
+    /// one whose source cannot read fewer rows than the morsel ([`Table::reads_rows`]), is
+    /// read whole into `from` first.
     ///
     /// # Errors
     /// As [`Input::read`].
     pub(crate) fn read_rows(&self, m: usize, which: &[usize], rows: &[u32], from: &mut MorselColumns<'_>) -> Result<Vec<ArrayRef>> {
+        // Read whole and kept in `from`, then taken like the rest: lengths (a few bytes a
+        // row), and every column of a source that would decode the whole morsel anyway
+        // (a later read of other rows then decodes nothing again).
+        let whole: Vec<usize> =
+            which.iter().copied().filter(|&c| from.cols[c].is_none() && (self.sized[c] || !self.table.reads_rows())).collect();
+        self.read(m, &whole, from)?;
         let idx = arrow::array::UInt32Array::from(rows.to_vec());
         let missing: Vec<usize> = which.iter().copied().filter(|&c| from.cols[c].is_none()).collect();
         if !missing.is_empty() {
@@ -189,6 +197,25 @@ impl<'a> Input<'a> {
                 }
             };
             out.push(a);
+        }
+        Ok(out)
+    }
+
+    /// Morsel `m`'s columns `which` at its rows `rows` only, as a morsel of `rows.len()`
+    /// rows (late materialization after the WHERE: a streamed column decodes only the
+    /// blocks holding those rows); columns `from` holds already are taken from it.
+    /// Accounted in the query like [`Input::read`].
+    ///
+    /// # Errors
+    /// As [`Input::read_rows`].
+    pub(crate) fn compact(&self, m: usize, which: &[usize], rows: &[u32], from: &mut MorselColumns<'a>) -> Result<MorselColumns<'a>> {
+        let arrays = self.read_rows(m, which, rows, from)?;
+        let mut out = self.morsel();
+        for (&c, a) in which.iter().zip(arrays) {
+            let bytes = a.get_array_memory_size();
+            self.query.grow(bytes, "reading columns")?;
+            out.accounted += bytes;
+            out.cols[c] = Some(a);
         }
         Ok(out)
     }

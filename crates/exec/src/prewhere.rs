@@ -27,7 +27,11 @@ use crate::plan::{Predicate, predicate_columns};
 
 /// Below this share of a morsel's rows still in, a conjunct is evaluated on those rows only
 /// (gathered), above it on the whole morsel (no gather).
-const GATHER_BELOW: f64 = 0.25;
+pub(crate) const GATHER_BELOW: f64 = 0.25;
+
+/// Below this share of a morsel's rows left in by the query condition cache, the WHERE
+/// starts from those rows (its first step gathered), above it from the whole morsel.
+const CACHED_BELOW: f64 = 0.5;
 
 /// One conjunct and the columns it reads (ascending).
 #[derive(Debug)]
@@ -46,9 +50,6 @@ pub(crate) struct Prewhere {
     steps: Vec<Step>,
     /// The table's schema, for the cost of an extra step.
     schema: Option<Schema>,
-    /// Columns the query reads after the WHERE (sorted): a step on few rows still reads
-    /// these whole, as they will be needed anyway; the others only at those rows.
-    later: Vec<usize>,
     /// The query condition cache's key of the whole WHERE when it has several conjuncts,
     /// all cacheable: its rows are known exactly once a morsel is done, whichever steps ran
     /// on which rows (ClickHouse caches the whole filter too). `None` otherwise.
@@ -95,11 +96,11 @@ pub(crate) fn has_expr(p: &Predicate) -> bool {
 
 impl Prewhere {
     /// The steps of `filter` over a table of `schema`: its top-level conjuncts (nested ANDs
-    /// flattened), cheapest first. `later`: the columns the query reads after the WHERE.
+    /// flattened), cheapest first.
     /// `use_cache`: the query condition cache (`use_query_condition_cache`) tells which
     /// granules of a morsel can hold rows of a conjunct evaluated by an earlier query, and
     /// conjuncts evaluated on whole morsels are recorded there.
-    pub(crate) fn new(filter: Option<&Predicate>, schema: &Schema, later: &[usize], use_cache: bool) -> Self {
+    pub(crate) fn new(filter: Option<&Predicate>, schema: &Schema, use_cache: bool) -> Self {
         fn flatten(p: &Predicate, out: &mut Vec<Predicate>) {
             match p {
                 Predicate::And(ps) => ps.iter().for_each(|p| flatten(p, out)),
@@ -124,14 +125,11 @@ impl Prewhere {
             .collect();
         // Stable: equal costs keep the written order.
         steps.sort_by_key(|s| s.cost);
-        let mut later = later.to_vec();
-        later.sort_unstable();
-        later.dedup();
         let whole = match filter {
             Some(f) if use_cache && steps.len() > 1 && steps.iter().all(|s| s.cache_key.is_some()) => condition_key(f),
             _ => None,
         };
-        Prewhere { steps, schema: Some(schema.clone()), later, whole }
+        Prewhere { steps, schema: Some(schema.clone()), whole }
     }
 
     /// Reads the WHERE columns of morsel `m` (`len` rows) into `mcols` step by step and
@@ -243,10 +241,10 @@ impl Prewhere {
             sel = match sel {
                 Some(rows) if (rows.len() as f64) < GATHER_BELOW * len as f64 => {
                     // Few rows left: the step's columns at those rows only (a streamed
-                    // column decodes only the blocks holding them), evaluated there.
-                    let whole: Vec<usize> =
-                        step.cols.iter().copied().filter(|c| self.later.binary_search(c).is_ok()).collect();
-                    input.read(m, &whole, mcols)?;
+                    // column decodes only the blocks holding them), evaluated there. A
+                    // column the query reads after the WHERE is not read whole either: the
+                    // rows left are fewer still, and the query reads it at those
+                    // (`Input::compact`).
                     let mut gathered: Vec<Option<ArrayRef>> = vec![None; mcols.cols.len()];
                     for (&c, a) in step.cols.iter().zip(input.read_rows(m, &step.cols, &rows, mcols)?) {
                         gathered[c] = Some(a);
@@ -293,7 +291,7 @@ impl Prewhere {
         // none: otherwise it reads the whole morsel anyway.
         let left = left?;
         let rows = left.iter().map(|r| (r.end - r.start) as usize).sum::<usize>();
-        if rows as f64 >= GATHER_BELOW * len as f64 {
+        if rows as f64 >= CACHED_BELOW * len as f64 {
             return None;
         }
         input.cache_skip(len - rows);
@@ -367,7 +365,7 @@ mod tests {
         for k in [-1, 50, 95, 200] {
             let gt = Predicate::Cmp { column: 0, op: CmpOp::Gt, value: Value::Int(k) };
             let filter = Predicate::And(vec![like.clone(), Predicate::And(vec![ne.clone(), gt.clone()])]);
-            let pw = Prewhere::new(Some(&filter), &schema, &[], false);
+            let pw = Prewhere::new(Some(&filter), &schema, false);
             let order: Vec<&Predicate> = pw.steps.iter().map(|s| &s.pred).collect();
             assert_eq!(order, vec![&gt, &ne, &like]);
             let mut mcols = input.morsel();
@@ -424,7 +422,7 @@ mod tests {
         let gt = Predicate::Cmp { column: 0, op: CmpOp::Gt, value: Value::Int(0) };
         let ne = Predicate::Cmp { column: 1, op: CmpOp::NotEq, value: Value::Bytes(Vec::new()) };
         let filter = Predicate::And(vec![gt, ne]);
-        let pw = Prewhere::new(Some(&filter), &schema, &[], true);
+        let pw = Prewhere::new(Some(&filter), &schema, true);
         let mut all = input.morsel();
         input.read(0, &[0, 1], &mut all).unwrap();
         let want = selection(&evaluate(&filter, &all.cols, len, kern).unwrap(), kern);

@@ -23,7 +23,7 @@ use crate::Profile;
 use crate::aggregate::order_and_limit;
 use crate::context::QueryContext;
 use crate::morsel::Input;
-use crate::prewhere::Prewhere;
+use crate::prewhere::{GATHER_BELOW, Prewhere};
 use crate::plan::{OrderLimit, Plan, ScalarExpr, ScanPlan, SortKey};
 use crate::pool::run_morsels;
 use crate::sort::{self, SortSpill};
@@ -343,7 +343,7 @@ fn run(
     }
     output_cols.sort_unstable();
     output_cols.dedup();
-    let prewhere = Prewhere::new(plan.filter.as_ref(), plan.table.schema(), &output_cols, settings.use_query_condition_cache);
+    let prewhere = Prewhere::new(plan.filter.as_ref(), plan.table.schema(), settings.use_query_condition_cache);
     // LIMIT without ORDER BY: rows that passed, per finished morsel (`usize::MAX` until
     // then). Morsel `m` is skipped once the finished morsels before it hold `want` rows.
     let passed_in: Vec<AtomicUsize> = (0..chunk_lens.len()).map(|_| AtomicUsize::new(usize::MAX)).collect();
@@ -391,7 +391,21 @@ fn run(
                 input.skip();
                 return Ok(());
             }
-            input.read(m, &output_cols, &mut mcols)?;
+            // Few rows left and an output column still to decode: the outputs at those rows
+            // only (late materialization), the morsel compacted to them; `at` keeps their
+            // row numbers in the morsel.
+            let (mcols, sel, len, at) = match sel {
+                Some(rows)
+                    if (rows.len() as f64) < GATHER_BELOW * len as f64
+                        && output_cols.iter().any(|&c| mcols.cols[c].is_none() && input.is_streamed(c)) =>
+                {
+                    (input.compact(m, &output_cols, &rows, &mut mcols)?, None, rows.len(), Some(rows))
+                }
+                sel => {
+                    input.read(m, &output_cols, &mut mcols)?;
+                    (mcols, sel, len, None)
+                }
+            };
             let idx = sel.map(UInt32Array::from);
             let mut out = Vec::with_capacity(all_cols);
             // Computed outputs: evaluated on the kept rows only.
@@ -422,9 +436,10 @@ fn run(
             }
             if row_col.is_some() {
                 let base = chunk_starts[m];
-                let rows: UInt64Array = match &idx {
-                    Some(i) => i.values().iter().map(|&r| base + r as u64).collect(),
-                    None => (0..len as u64).map(|r| base + r).collect(),
+                let rows: UInt64Array = match (&at, &idx) {
+                    (Some(at), _) => at.iter().map(|&r| base + r as u64).collect(),
+                    (None, Some(i)) => i.values().iter().map(|&r| base + r as u64).collect(),
+                    (None, None) => (0..len as u64).map(|r| base + r).collect(),
                 };
                 out.push(Arc::new(rows));
             }

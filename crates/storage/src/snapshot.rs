@@ -159,6 +159,10 @@ impl ColumnSource for Snapshot {
         true
     }
 
+    fn reads_rows(&self) -> bool {
+        true
+    }
+
     /// Decodes only the granules of `morsels` (late materialization of a few rows), (column,
     /// morsel) pairs in parallel on the rayon pool.
     fn load_morsels(&self, indices: &[usize], morsels: &[usize]) -> Result<Vec<Vec<ArrayRef>>> {

@@ -46,7 +46,7 @@ use crate::morsel::{Input, MorselColumns};
 use crate::partial::{Partial, Scratch, Spilled, buffer_rows_per_partition, finalize_partitioned, scatter_ok, scattered_row_bytes};
 use crate::plan::{AggFunc, AggOutput, AggregatePlan, OrderLimit, Plan, ScalarExpr, SortKey};
 use crate::pool::run_morsels;
-use crate::prewhere::Prewhere;
+use crate::prewhere::{GATHER_BELOW, Prewhere};
 use crate::sort::SortSpill;
 use crate::spill::{Run, SpillFile};
 use tessera_kernels::Kernels;
@@ -67,6 +67,16 @@ fn scatter_retained_bytes(settings: &Settings) -> usize {
         0 => DEFAULT,
         limit => DEFAULT.min(usize::try_from(limit / 8).unwrap_or(usize::MAX) / settings.max_threads.max(1)),
     }
+}
+
+/// A morsel after the WHERE ([`Ctx::filtered_morsel`]): its columns, the rows that passed
+/// (`None`: all `len`), and whether it was compacted to those rows (its arrays are then
+/// copies or fresh reads, none a resident table's).
+struct Filtered<'q> {
+    cols: MorselColumns<'q>,
+    sel: Selection,
+    len: usize,
+    compacted: bool,
 }
 
 struct Ctx<'a> {
@@ -101,17 +111,29 @@ impl Ctx<'_> {
     }
 
     /// Morsel `m` (`len` rows) filtered by WHERE (PREWHERE: its columns read first), then
-    /// its columns `cols` read: the columns and the selection (`None`: every row), or `None`
-    /// when no row passes. Checks for cancellation first.
-    fn filtered_morsel(&self, m: usize, len: usize, cols: &[usize]) -> Result<Option<(MorselColumns<'_>, Selection)>> {
+    /// its columns `cols` read, or `None` when no row passes. Checks for cancellation first.
+    ///
+    /// When under [`GATHER_BELOW`] of the rows pass and `cols` has a streamed column still
+    /// to read, only those rows of `cols` are read (late materialization, ClickHouse's
+    /// PREWHERE: ClickBench Q23 keeps ~4,000 of 100M rows, spread over nearly every morsel,
+    /// and decoded every URL and Title block for them): the morsel is then compacted to them.
+    fn filtered_morsel(&self, m: usize, len: usize, cols: &[usize]) -> Result<Option<Filtered<'_>>> {
         self.query.check_cancelled()?;
         let mut mcols = self.input.morsel();
         let sel = self.prewhere.select(self.input, m, len, &mut mcols, self.kern)?;
-        if sel.as_ref().map_or(len, |s| s.len()) == 0 {
+        let n = sel.as_ref().map_or(len, |s| s.len());
+        if n == 0 {
             return Ok(None);
         }
+        if let Some(rows) = &sel
+            && (n as f64) < GATHER_BELOW * len as f64
+            && cols.iter().any(|&c| mcols.cols[c].is_none() && self.input.is_streamed(c))
+        {
+            let cols = self.input.compact(m, cols, rows, &mut mcols)?;
+            return Ok(Some(Filtered { cols, sel: None, len: n, compacted: true }));
+        }
         self.input.read(m, cols, &mut mcols)?;
-        Ok(Some((mcols, sel)))
+        Ok(Some(Filtered { cols: mcols, sel, len, compacted: false }))
     }
 
     /// The input array of each aggregate in a morsel (`None` for COUNT(*)).
@@ -241,7 +263,7 @@ pub(super) fn group_by(
     }
     let kern = settings.kernels()?;
     let reader = KeyReader { specs, kern, borrow: std::marker::PhantomData };
-    let prewhere = Prewhere::new(plan.filter.as_ref(), table.schema(), &other_cols, settings.use_query_condition_cache);
+    let prewhere = Prewhere::new(plan.filter.as_ref(), table.schema(), settings.use_query_condition_cache);
     // ORDER BY an aggregate, then group keys only (the tie-break `with_key_tiebreak` adds):
     // ties on the aggregate compare the keys as one integer of the packed key.
     let tie = match layout {
@@ -519,7 +541,7 @@ where
                 }
                 return Err(Error::internal("COUNT(*) without GROUP BY in a table of keys"));
             }
-            let Some((mcols, sel)) = ctx.filtered_morsel(m, len, &ctx.other_cols)? else {
+            let Some(Filtered { cols: mcols, sel, len, compacted }) = ctx.filtered_morsel(m, len, &ctx.other_cols)? else {
                 ctx.input.skip();
                 return Ok(());
             };
@@ -535,7 +557,7 @@ where
                     .keys
                     .iter()
                     .zip(&key_arrays)
-                    .filter(|(k, _)| matches!(k, ScalarExpr::Computed(_)) || ctx.input.is_streamed(k.column()))
+                    .filter(|(k, _)| compacted || matches!(k, ScalarExpr::Computed(_)) || ctx.input.is_streamed(k.column()))
                     .map(|(_, a)| a.get_array_memory_size())
                     .sum()
             } else {
@@ -826,7 +848,7 @@ fn first_keys<K: GroupKey>(
             break;
         }
         seen += len;
-        let Some((mcols, sel)) = ctx.filtered_morsel(m, len, &key_cols)? else { continue };
+        let Some(Filtered { cols: mcols, sel, len, .. }) = ctx.filtered_morsel(m, len, &key_cols)? else { continue };
         let sel = sel.as_deref();
         let n = sel.map_or(len, |s| s.len());
         let owned = ctx.key_arrays(&mcols, len, sel)?;
