@@ -198,6 +198,9 @@ def run_queries(run, spec: dict, tag: str) -> list[dict]:
             continue
         r = {"query": q, "result_rows": len(rows), **C.summarize(times), "columns": columns,
              "rows": C.norm_rows(rows)}
+        # As in benches/compare.py: the other engines' CSV text of a column DuckDB answers as
+        # floats is read as a float (Q4's AVG(UserID), printed without an exponent).
+        r["float_columns"] = [i for i in range(len(columns)) if any(isinstance(row[i], float) for row in rows)]
         r["seconds_per_million_rows"] = r["mean_seconds"] / (spec["table_rows"] / 1e6)
         out.append(r)
         log(f"[{tag}] {q if isinstance(q, str) else f'Q{q}':<4} mean {r['mean_seconds']:.4f} s  min {r['min_seconds']:.4f} s  rows {len(rows)}")

@@ -559,35 +559,3 @@ fn killed_while_spilling_leaves_nothing_behind() {
     assert_no_files(tmp.path());
 }
 
-/// Calls of the release hook registered by `spilling_queries_ask_the_allocator_to_release_memory`
-/// (the only test of this binary that registers one).
-static RELEASES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-fn count_release() {
-    RELEASES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-}
-
-/// A GROUP BY and an ORDER BY that spill each call the embedding program's release hook
-/// (`tessera::memory`), which a query that does not spill never calls.
-#[test]
-fn spilling_queries_ask_the_allocator_to_release_memory() {
-    use std::sync::atomic::Ordering::SeqCst;
-    assert!(tessera::memory::set_release_hook(count_release));
-    let db = database();
-    let tmp = tempfile::tempdir().unwrap();
-    let (_, profile) = db.sql_profiled(QUERIES[0], Some(&settings(1))).unwrap();
-    assert_eq!((profile.spills, RELEASES.load(SeqCst)), (0, 0));
-    let mut spilling = settings(1);
-    spilling.tmp_path = Some(tmp.path().to_path_buf());
-    spilling.max_bytes_before_external_group_by = 32 << 10;
-    spilling.max_bytes_before_external_sort = 32 << 10;
-    for sql in [QUERIES[0], SORTS[0]] {
-        let before = RELEASES.load(SeqCst);
-        // The hook runs at most once per interval: wait one out so each query may call it.
-        std::thread::sleep(tessera::memory::RELEASE_INTERVAL);
-        let (_, profile) = db.sql_profiled(sql, Some(&spilling)).unwrap();
-        assert!(profile.spills > 0, "{sql}: {profile:?}");
-        assert!(RELEASES.load(SeqCst) > before, "{sql}: the release hook was not called");
-    }
-    assert_no_files(tmp.path());
-}

@@ -13,7 +13,7 @@
 //! likewise purges jemalloc's arenas when the server's memory is over its limit.
 //! Without a hook, nothing happens.
 
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock, TryLockError};
 use std::time::{Duration, Instant};
 
 /// Least time between two calls of the hook: a spill appends many runs in a row, and one
@@ -34,8 +34,13 @@ pub fn set_release_hook(hook: fn()) -> bool {
 /// thread is calling it now, or none is registered.
 pub fn release_freed_memory() {
     let Some(hook) = HOOK.get() else { return };
-    // A thread that finds the lock taken skips: the purge under way serves it too.
-    let Ok(mut last) = LAST.try_lock() else { return };
+    // A thread that finds the lock taken skips: the purge under way serves it too. A hook
+    // that panicked once leaves the lock poisoned: the time it holds is still right.
+    let mut last = match LAST.try_lock() {
+        Ok(last) => last,
+        Err(TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(TryLockError::WouldBlock) => return,
+    };
     let now = Instant::now();
     if last.is_some_and(|t| now.duration_since(t) < RELEASE_INTERVAL) {
         return;
@@ -62,13 +67,18 @@ mod tests {
         release_freed_memory(); // no hook yet: nothing to call, no panic
         assert!(set_release_hook(count));
         assert!(!set_release_hook(|| panic!("a second hook must not be registered")));
+        let start = Instant::now();
         for _ in 0..100 {
             release_freed_memory();
         }
-        assert_eq!(CALLS.load(Ordering::Relaxed), 1);
+        // (Unless this thread was descheduled for an interval: then one more call is right.)
+        if start.elapsed() < RELEASE_INTERVAL {
+            assert_eq!(CALLS.load(Ordering::Relaxed), 1);
+        }
+        CALLS.store(1, Ordering::Relaxed);
         std::thread::sleep(RELEASE_INTERVAL + Duration::from_millis(20));
         release_freed_memory();
         release_freed_memory();
-        assert_eq!(CALLS.load(Ordering::Relaxed), 2);
+        assert!((2..=3).contains(&CALLS.load(Ordering::Relaxed)));
     }
 }

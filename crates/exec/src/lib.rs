@@ -83,6 +83,10 @@ pub struct Profile {
     /// of their columns was read: granules earlier queries found holding no row of a WHERE
     /// conjunct, of the whole WHERE, or within a top-N scan's bound.
     pub condition_cache_rows_skipped: usize,
+    /// Morsels where under a quarter of the rows passed the WHERE and the query's other
+    /// columns were read at those rows only (late materialization after PREWHERE; GROUP BY
+    /// and scans of a table read from disk).
+    pub morsels_compacted: usize,
     /// Times a GROUP BY worker aggregated its scattered rows early to release the streamed
     /// morsels their string keys borrowed (see `aggregate::scatter_retained_bytes`).
     pub partial_flushes: usize,
@@ -107,6 +111,7 @@ impl Profile {
             peak_memory_bytes: self.peak_memory_bytes.max(other.peak_memory_bytes),
             morsels_skipped: self.morsels_skipped + other.morsels_skipped,
             condition_cache_rows_skipped: self.condition_cache_rows_skipped + other.condition_cache_rows_skipped,
+            morsels_compacted: self.morsels_compacted + other.morsels_compacted,
             partial_flushes: self.partial_flushes + other.partial_flushes,
             spills: self.spills + other.spills,
             spilled_runs: self.spilled_runs + other.spilled_runs,

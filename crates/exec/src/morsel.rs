@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use arrow::array::{Array, ArrayRef, AsArray};
 use tessera_common::{ColumnChunks, Error, Result, Table};
 
+use crate::Profile;
 use crate::context::QueryContext;
 
 /// Columns a query reads, by table column.
@@ -32,6 +33,8 @@ pub(crate) struct Input<'a> {
     skipped: AtomicUsize,
     /// Rows the query condition cache left out (see [`Input::cache_skipped`]).
     cache_skipped: AtomicUsize,
+    /// Morsels compacted to the rows that passed the WHERE ([`Input::compact`]).
+    compacted: AtomicUsize,
     /// Per table column: the query reads only its values' lengths ([`Input::with_sized`]).
     sized: Vec<bool>,
 }
@@ -40,6 +43,10 @@ pub(crate) struct Input<'a> {
 /// bytes read for it stay accounted in the query until this is dropped.
 pub(crate) struct MorselColumns<'q> {
     pub(crate) cols: Vec<Option<ArrayRef>>,
+    /// Columns read at some rows only ([`Input::read_rows`]): the column, those rows
+    /// (ascending) and its values there, kept so that reading it again at fewer of those
+    /// rows (after the next WHERE step, or [`Input::compact`]) decodes nothing again.
+    some_rows: Vec<(usize, Arc<[u32]>, ArrayRef)>,
     accounted: usize,
     query: &'q QueryContext,
 }
@@ -77,7 +84,15 @@ impl<'a> Input<'a> {
             resident[c] = col;
         }
         let sized = vec![false; resident.len()];
-        Ok(Input { table, resident, query, skipped: AtomicUsize::new(0), cache_skipped: AtomicUsize::new(0), sized })
+        Ok(Input {
+            table,
+            resident,
+            query,
+            skipped: AtomicUsize::new(0),
+            cache_skipped: AtomicUsize::new(0),
+            compacted: AtomicUsize::new(0),
+            sized,
+        })
     }
 
     /// This input with string columns `cols` read as their values' lengths only, where
@@ -97,7 +112,7 @@ impl<'a> Input<'a> {
 
     /// No column of a morsel yet; [`Input::read`] fills it.
     pub(crate) fn morsel(&self) -> MorselColumns<'a> {
-        MorselColumns { cols: vec![None; self.resident.len()], accounted: 0, query: self.query }
+        MorselColumns { cols: vec![None; self.resident.len()], some_rows: Vec::new(), accounted: 0, query: self.query }
     }
 
     /// The rows of morsel `m` where the condition with cache key `key` may be TRUE, from
@@ -163,11 +178,11 @@ impl<'a> Input<'a> {
     }
 
     /// Rows `rows` (ascending) of the columns `which` of morsel `m`, one array of
-    /// `rows.len()` values per column: taken from `from` where it holds the column, else
-    /// read for those rows only ([`Table::morsel_rows`]: a streamed column decodes only the
-    /// blocks holding them) and accounted in `from`; a column read for its lengths only, or
-    /// one whose source cannot read fewer rows than the morsel ([`Table::reads_rows`]), is
-    /// read whole into `from` first.
+    /// `rows.len()` values per column: taken from `from` where it holds the column (whole,
+    /// or at rows including these), else read for those rows only ([`Table::morsel_rows`]:
+    /// a streamed column decodes only the blocks holding them), accounted and kept in
+    /// `from`; a column read for its lengths only, or one whose source cannot read fewer
+    /// rows than the morsel ([`Table::reads_rows`]), is read whole into `from` first.
     ///
     /// # Errors
     /// As [`Input::read`].
@@ -179,20 +194,38 @@ impl<'a> Input<'a> {
             which.iter().copied().filter(|&c| from.cols[c].is_none() && (self.sized[c] || !self.table.reads_rows())).collect();
         self.read(m, &whole, from)?;
         let idx = arrow::array::UInt32Array::from(rows.to_vec());
-        let missing: Vec<usize> = which.iter().copied().filter(|&c| from.cols[c].is_none()).collect();
+        // Columns held at other rows: where those include these, their positions there.
+        let mut held: Vec<Option<(ArrayRef, arrow::array::UInt32Array)>> = vec![None; which.len()];
+        for (h, &c) in held.iter_mut().zip(which) {
+            if from.cols[c].is_some() {
+                continue;
+            }
+            if let Some((_, at, a)) = from.some_rows.iter().find(|(k, _, _)| *k == c)
+                && let Some(pos) = positions(at, rows)
+            {
+                *h = Some((a.clone(), pos));
+            }
+        }
+        let missing: Vec<usize> =
+            which.iter().zip(&held).filter(|(c, h)| from.cols[**c].is_none() && h.is_none()).map(|(&c, _)| c).collect();
         if !missing.is_empty() {
             self.query.check_cancelled()?;
         }
         let mut read = if missing.is_empty() { Vec::new() } else { self.table.morsel_rows(&missing, m, rows)? }.into_iter();
+        let shared: Option<Arc<[u32]>> = (!missing.is_empty()).then(|| rows.into());
         let mut out = Vec::with_capacity(which.len());
-        for &c in which {
-            let a = match &from.cols[c] {
-                Some(a) => arrow::compute::take(a, &idx, None)?,
-                None => {
+        for (&c, h) in which.iter().zip(held) {
+            let a = match (&from.cols[c], h) {
+                (Some(a), _) => arrow::compute::take(a, &idx, None)?,
+                (None, Some((a, pos))) => arrow::compute::take(&a, &pos, None)?,
+                (None, None) => {
                     let a = read.next().ok_or_else(|| Error::internal("rows read for a wrong column count"))?;
                     let bytes = a.get_array_memory_size();
                     self.query.grow(bytes, "reading columns")?;
                     from.accounted += bytes;
+                    from.some_rows.retain(|(k, _, _)| *k != c);
+                    let at = shared.clone().ok_or_else(|| Error::internal("rows of a column read without a missing column"))?;
+                    from.some_rows.push((c, at, a.clone()));
                     a
                 }
             };
@@ -203,13 +236,14 @@ impl<'a> Input<'a> {
 
     /// Morsel `m`'s columns `which` at its rows `rows` only, as a morsel of `rows.len()`
     /// rows (late materialization after the WHERE: a streamed column decodes only the
-    /// blocks holding those rows); columns `from` holds already are taken from it.
-    /// Accounted in the query like [`Input::read`].
+    /// blocks holding those rows); taken from `from` where it holds them, and `from` is
+    /// released before the compacted columns are accounted in the query.
     ///
     /// # Errors
     /// As [`Input::read_rows`].
-    pub(crate) fn compact(&self, m: usize, which: &[usize], rows: &[u32], from: &mut MorselColumns<'a>) -> Result<MorselColumns<'a>> {
-        let arrays = self.read_rows(m, which, rows, from)?;
+    pub(crate) fn compact(&self, m: usize, which: &[usize], rows: &[u32], mut from: MorselColumns<'a>) -> Result<MorselColumns<'a>> {
+        let arrays = self.read_rows(m, which, rows, &mut from)?;
+        drop(from);
         let mut out = self.morsel();
         for (&c, a) in which.iter().zip(arrays) {
             let bytes = a.get_array_memory_size();
@@ -217,7 +251,19 @@ impl<'a> Input<'a> {
             out.accounted += bytes;
             out.cols[c] = Some(a);
         }
+        self.compacted.fetch_add(1, Ordering::Relaxed);
         Ok(out)
+    }
+
+    /// `base` with this input's counts: morsels skipped, rows the query condition cache
+    /// left out, morsels compacted.
+    pub(crate) fn profile(&self, base: Profile) -> Profile {
+        Profile {
+            morsels_skipped: self.skipped(),
+            condition_cache_rows_skipped: self.cache_skipped(),
+            morsels_compacted: self.compacted.load(Ordering::Relaxed),
+            ..base
+        }
     }
 
     /// Records that no row of a morsel could be in the answer (none passed the WHERE, or
@@ -328,6 +374,23 @@ fn zero_bytes(sizes: &ArrayRef, dt: &arrow::datatypes::DataType) -> Result<(Arra
     Ok((a, own))
 }
 
+/// Positions in `within` (ascending) of each of `rows` (ascending), or `None` if one of
+/// them is not there.
+fn positions(within: &[u32], rows: &[u32]) -> Option<arrow::array::UInt32Array> {
+    let mut out = Vec::with_capacity(rows.len());
+    let mut i = 0;
+    for &r in rows {
+        while within.get(i).is_some_and(|&w| w < r) {
+            i += 1;
+        }
+        if within.get(i) != Some(&r) {
+            return None;
+        }
+        out.push(i as u32);
+    }
+    Some(out.into())
+}
+
 #[cfg(test)]
 mod zero_bytes_tests {
     use arrow::array::{BinaryArray, StringArray, UInt32Array};
@@ -353,5 +416,23 @@ mod zero_bytes_tests {
         let huge: ArrayRef = Arc::new(UInt32Array::from(vec![u32::MAX / 2 + 1, u32::MAX / 2 + 1]));
         assert!(matches!(zero_bytes(&huge, &DataType::Utf8), Err(Error::InvalidArgument(_))));
         assert!(zero_bytes(&huge, &DataType::Int32).is_err());
+    }
+}
+
+#[cfg(test)]
+mod positions_tests {
+    use super::positions;
+
+    /// Positions of rows in a superset of them; `None` when one is missing.
+    #[test]
+    fn positions_of_rows_in_a_superset() {
+        let at = |w: &[u32], r: &[u32]| positions(w, r).map(|p| p.values().to_vec());
+        assert_eq!(at(&[], &[]), Some(vec![]));
+        assert_eq!(at(&[3, 7, 9], &[]), Some(vec![]));
+        assert_eq!(at(&[3, 7, 9], &[3, 7, 9]), Some(vec![0, 1, 2]));
+        assert_eq!(at(&[3, 7, 9, 20], &[7, 20]), Some(vec![1, 3]));
+        assert_eq!(at(&[3, 7, 9], &[8]), None);
+        assert_eq!(at(&[3, 7, 9], &[9, 10]), None);
+        assert_eq!(at(&[], &[0]), None);
     }
 }

@@ -30,7 +30,10 @@ use crate::plan::{Predicate, predicate_columns};
 pub(crate) const GATHER_BELOW: f64 = 0.25;
 
 /// Below this share of a morsel's rows left in by the query condition cache, the WHERE
-/// starts from those rows (its first step gathered), above it from the whole morsel.
+/// starts from those rows (its first step gathered), above it from the whole morsel: a
+/// gathered read of cached granules skips the blocks of the others, where a whole read
+/// decodes them all (10M rows from disk, no block cache, 2 threads: Q22 0.081-0.086 s with
+/// a quarter, 0.046-0.047 s with a half; Q23 0.177-0.178 s, 0.123-0.126 s).
 const CACHED_BELOW: f64 = 0.5;
 
 /// One conjunct and the columns it reads (ascending).

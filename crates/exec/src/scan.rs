@@ -46,7 +46,7 @@ pub(crate) fn execute(
 ) -> Result<(Vec<RecordBatch>, Profile)> {
     let input = open(plan, query)?;
     let (batch, profile) = run(plan, &input, settings, pool, query, false, None)?;
-    Ok((batch, Profile { morsels_skipped: input.skipped(), condition_cache_rows_skipped: input.cache_skipped(), ..profile }))
+    Ok((batch, input.profile(profile)))
 }
 
 /// Whether [`execute_stream`] streams `plan`: a scan without ORDER BY or LIMIT (its answer
@@ -160,7 +160,7 @@ pub(crate) fn execute_stream(
     tx: MorselSender,
 ) -> Result<Profile> {
     let (_, profile) = run(plan, input, settings, pool, query, false, Some(&tx))?;
-    Ok(Profile { morsels_skipped: input.skipped(), condition_cache_rows_skipped: input.cache_skipped(), ..profile })
+    Ok(input.profile(profile))
 }
 
 /// How long a worker waits for the receiver while `taken` does not move at all before it
@@ -399,7 +399,7 @@ fn run(
                     if (rows.len() as f64) < GATHER_BELOW * len as f64
                         && output_cols.iter().any(|&c| mcols.cols[c].is_none() && input.is_streamed(c)) =>
                 {
-                    (input.compact(m, &output_cols, &rows, &mut mcols)?, None, rows.len(), Some(rows))
+                    (input.compact(m, &output_cols, &rows, mcols)?, None, rows.len(), Some(rows))
                 }
                 sel => {
                     input.read(m, &output_cols, &mut mcols)?;
@@ -673,7 +673,7 @@ pub(crate) fn execute_late(
     let input = Input::open(&plan.table, &first_cols, query)?.with_sized(&Plan::Scan(first.clone()).sized_columns());
     let (rows, profile) = run(&first, &input, settings, pool, query, true, None)?;
     let rows = concat_batches(&rows[0].schema(), &rows)?;
-    let profile = Profile { morsels_skipped: input.skipped(), condition_cache_rows_skipped: input.cache_skipped(), ..profile };
+    let profile = input.profile(profile);
     drop(input);
     let rows = rows.column(0).as_primitive::<UInt64Type>();
 

@@ -129,7 +129,7 @@ impl Ctx<'_> {
             && (n as f64) < GATHER_BELOW * len as f64
             && cols.iter().any(|&c| mcols.cols[c].is_none() && self.input.is_streamed(c))
         {
-            let cols = self.input.compact(m, cols, rows, &mut mcols)?;
+            let cols = self.input.compact(m, cols, rows, mcols)?;
             return Ok(Some(Filtered { cols, sel: None, len: n, compacted: true }));
         }
         self.input.read(m, cols, &mut mcols)?;
@@ -303,9 +303,7 @@ pub(super) fn group_by(
         })?,
     };
     profile.layout = Some(layout.name());
-    profile.morsels_skipped = input.skipped();
-    profile.condition_cache_rows_skipped = input.cache_skipped();
-    Ok((batches, profile))
+    Ok((batches, input.profile(profile)))
 }
 
 struct Worker<K> {
