@@ -22,8 +22,8 @@ use tessera_common::{Result, Settings};
 use crate::Profile;
 use crate::aggregate::order_and_limit;
 use crate::context::QueryContext;
-use crate::morsel::Input;
-use crate::prewhere::{GATHER_BELOW, Prewhere};
+use crate::morsel::{Input, Passed};
+use crate::prewhere::Prewhere;
 use crate::plan::{OrderLimit, Plan, ScalarExpr, ScanPlan, SortKey};
 use crate::pool::run_morsels;
 use crate::sort::{self, SortSpill};
@@ -391,21 +391,8 @@ fn run(
                 input.skip();
                 return Ok(());
             }
-            // Few rows left and an output column still to decode: the outputs at those rows
-            // only (late materialization), the morsel compacted to them; `at` keeps their
-            // row numbers in the morsel.
-            let (mcols, sel, len, at) = match sel {
-                Some(rows)
-                    if (rows.len() as f64) < GATHER_BELOW * len as f64
-                        && output_cols.iter().any(|&c| mcols.cols[c].is_none() && input.is_streamed(c)) =>
-                {
-                    (input.compact(m, &output_cols, &rows, mcols)?, None, rows.len(), Some(rows))
-                }
-                sel => {
-                    input.read(m, &output_cols, &mut mcols)?;
-                    (mcols, sel, len, None)
-                }
-            };
+            // The outputs, at the kept rows only when few are (`at`: their row numbers).
+            let Passed { cols: mcols, sel, len, at } = input.read_passed(m, len, &output_cols, sel, mcols)?;
             let idx = sel.map(UInt32Array::from);
             let mut out = Vec::with_capacity(all_cols);
             // Computed outputs: evaluated on the kept rows only.

@@ -39,14 +39,13 @@ use tessera_common::{Error, Result, Settings, TemporaryFilesCodec};
 use crate::Profile;
 use crate::accum::{Accumulator, OrdVal};
 use crate::context::QueryContext;
-use crate::filter::Selection;
 use crate::hashtable::{GroupTable, PARTITIONS};
 use crate::keys::{GroupKey, KeyArena, KeyReader, Layout, NULL_HASH, TieKey, choose_layout};
-use crate::morsel::{Input, MorselColumns};
+use crate::morsel::{Input, MorselColumns, Passed};
 use crate::partial::{Partial, Scratch, Spilled, buffer_rows_per_partition, finalize_partitioned, scatter_ok, scattered_row_bytes};
 use crate::plan::{AggFunc, AggOutput, AggregatePlan, OrderLimit, Plan, ScalarExpr, SortKey};
 use crate::pool::run_morsels;
-use crate::prewhere::{GATHER_BELOW, Prewhere};
+use crate::prewhere::Prewhere;
 use crate::sort::SortSpill;
 use crate::spill::{Run, SpillFile};
 use tessera_kernels::Kernels;
@@ -67,16 +66,6 @@ fn scatter_retained_bytes(settings: &Settings) -> usize {
         0 => DEFAULT,
         limit => DEFAULT.min(usize::try_from(limit / 8).unwrap_or(usize::MAX) / settings.max_threads.max(1)),
     }
-}
-
-/// A morsel after the WHERE ([`Ctx::filtered_morsel`]): its columns, the rows that passed
-/// (`None`: all `len`), and whether it was compacted to those rows (its arrays are then
-/// copies or fresh reads, none a resident table's).
-struct Filtered<'q> {
-    cols: MorselColumns<'q>,
-    sel: Selection,
-    len: usize,
-    compacted: bool,
 }
 
 struct Ctx<'a> {
@@ -111,29 +100,16 @@ impl Ctx<'_> {
     }
 
     /// Morsel `m` (`len` rows) filtered by WHERE (PREWHERE: its columns read first), then
-    /// its columns `cols` read, or `None` when no row passes. Checks for cancellation first.
-    ///
-    /// When under [`GATHER_BELOW`] of the rows pass and `cols` has a streamed column still
-    /// to read, only those rows of `cols` are read (late materialization, ClickHouse's
-    /// PREWHERE: ClickBench Q23 keeps ~4,000 of 100M rows, spread over nearly every morsel,
-    /// and decoded every URL and Title block for them): the morsel is then compacted to them.
-    fn filtered_morsel(&self, m: usize, len: usize, cols: &[usize]) -> Result<Option<Filtered<'_>>> {
+    /// its columns `cols` read ([`Input::read_passed`]: at the kept rows only when few are),
+    /// or `None` when no row passes. Checks for cancellation first.
+    fn filtered_morsel(&self, m: usize, len: usize, cols: &[usize]) -> Result<Option<Passed<'_>>> {
         self.query.check_cancelled()?;
         let mut mcols = self.input.morsel();
         let sel = self.prewhere.select(self.input, m, len, &mut mcols, self.kern)?;
-        let n = sel.as_ref().map_or(len, |s| s.len());
-        if n == 0 {
+        if sel.as_ref().map_or(len, |s| s.len()) == 0 {
             return Ok(None);
         }
-        if let Some(rows) = &sel
-            && (n as f64) < GATHER_BELOW * len as f64
-            && cols.iter().any(|&c| mcols.cols[c].is_none() && self.input.is_streamed(c))
-        {
-            let cols = self.input.compact(m, cols, rows, mcols)?;
-            return Ok(Some(Filtered { cols, sel: None, len: n, compacted: true }));
-        }
-        self.input.read(m, cols, &mut mcols)?;
-        Ok(Some(Filtered { cols: mcols, sel, len, compacted: false }))
+        self.input.read_passed(m, len, cols, sel, mcols).map(Some)
     }
 
     /// The input array of each aggregate in a morsel (`None` for COUNT(*)).
@@ -539,7 +515,7 @@ where
                 }
                 return Err(Error::internal("COUNT(*) without GROUP BY in a table of keys"));
             }
-            let Some(Filtered { cols: mcols, sel, len, compacted }) = ctx.filtered_morsel(m, len, &ctx.other_cols)? else {
+            let Some(Passed { cols: mcols, sel, len, at }) = ctx.filtered_morsel(m, len, &ctx.other_cols)? else {
                 ctx.input.skip();
                 return Ok(());
             };
@@ -555,7 +531,7 @@ where
                     .keys
                     .iter()
                     .zip(&key_arrays)
-                    .filter(|(k, _)| compacted || matches!(k, ScalarExpr::Computed(_)) || ctx.input.is_streamed(k.column()))
+                    .filter(|(k, _)| at.is_some() || matches!(k, ScalarExpr::Computed(_)) || ctx.input.is_streamed(k.column()))
                     .map(|(_, a)| a.get_array_memory_size())
                     .sum()
             } else {
@@ -846,7 +822,7 @@ fn first_keys<K: GroupKey>(
             break;
         }
         seen += len;
-        let Some(Filtered { cols: mcols, sel, len, .. }) = ctx.filtered_morsel(m, len, &key_cols)? else { continue };
+        let Some(Passed { cols: mcols, sel, len, .. }) = ctx.filtered_morsel(m, len, &key_cols)? else { continue };
         let sel = sel.as_deref();
         let n = sel.map_or(len, |s| s.len());
         let owned = ctx.key_arrays(&mcols, len, sel)?;
