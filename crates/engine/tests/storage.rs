@@ -490,6 +490,42 @@ fn string_group_by_flushes_scattered_rows_under_a_memory_limit() {
     }
 }
 
+/// A string GROUP BY whose rows hardly repeat (Q19's shape: most rows a group of their
+/// own) over streamed morsels: once the morsels its scattered rows borrow pass their budget
+/// (an eighth of `max_memory_usage` per worker), a worker whose rest of the input fits three
+/// eighths copies the rows' keys instead of flushing them, and they stay raw until the final
+/// phase. Same answers as in memory under a range of limits (some flush, some copy, some
+/// both, some spill), with 1 and 3 threads, with and without a WHERE, within the limit.
+#[test]
+fn string_group_by_copies_keys_instead_of_flushing_rows_that_do_not_repeat() {
+    let batches = generated_hits(200_000, 11, 25_000);
+    let (_dir, disk, mem) = hits_on_disk_and_in_memory(&batches, &[0..3, 3..batches.len()]);
+    disk.set_block_cache_size(0);
+    for sql in [
+        "SELECT WatchID, URL, COUNT(*) AS c FROM hits GROUP BY WatchID, URL ORDER BY c DESC, WatchID, URL LIMIT 10",
+        "SELECT UserID, URL, MIN(EventDate), SUM(IsRefresh), COUNT(*) FROM hits WHERE SearchPhrase = '' GROUP BY UserID, URL ORDER BY UserID DESC, URL LIMIT 7",
+    ] {
+        let want = format!("{:?}", mem.sql(sql).unwrap());
+        let mut s = tessera_engine::Settings::default();
+        s.group_by_two_level_threshold = 64;
+        s.max_threads = 1;
+        let peak = disk.sql_profiled(sql, Some(&s)).unwrap().1.peak_memory_bytes;
+        let (mut copied, mut flushed) = (0, 0);
+        for threads in [1, 3] {
+            s.max_threads = threads;
+            for tenths in [15, 20, 25, 30, 40, 50, 60] {
+                s.max_memory_usage = (peak * tenths / 10) as u64;
+                let (got, p) = disk.sql_profiled(sql, Some(&s)).unwrap_or_else(|e| panic!("{sql}, {threads} threads: {e}"));
+                assert_eq!(format!("{got:?}"), want, "{sql}, {threads} threads, limit {}", s.max_memory_usage);
+                assert!(p.peak_memory_bytes as u64 <= s.max_memory_usage);
+                copied += p.scatter_key_copies;
+                flushed += p.partial_flushes;
+            }
+        }
+        assert!(copied > 0 && flushed > 0, "{sql}: {copied} copies, {flushed} flushes");
+    }
+}
+
 /// External GROUP BY from disk: string keys borrow streamed morsels until a flush or a
 /// spill, and spilled runs hold scattered rows and tables; answers equal the in-memory path.
 #[test]

@@ -90,6 +90,11 @@ pub struct Profile {
     /// Times a GROUP BY worker aggregated its scattered rows early to release the streamed
     /// morsels their string keys borrowed (see `aggregate::scatter_retained_bytes`).
     pub partial_flushes: usize,
+    /// Times a GROUP BY worker had its scattered rows take copies of their string keys
+    /// instead of flushing them, so that they stay raw until the final phase (the rest of
+    /// its input fit its budget and its flushes did not halve the rows; see
+    /// `Partial::own_keys`).
+    pub scatter_key_copies: usize,
     /// External GROUP BY: times a worker wrote its groups to disk (0: the query ran in
     /// memory), the runs written (up to two per radix partition and spill: groups, rows),
     /// and their bytes on disk (after `temporary_files_codec`).
@@ -113,6 +118,7 @@ impl Profile {
             condition_cache_rows_skipped: self.condition_cache_rows_skipped + other.condition_cache_rows_skipped,
             morsels_compacted: self.morsels_compacted + other.morsels_compacted,
             partial_flushes: self.partial_flushes + other.partial_flushes,
+            scatter_key_copies: self.scatter_key_copies + other.scatter_key_copies,
             spills: self.spills + other.spills,
             spilled_runs: self.spilled_runs + other.spilled_runs,
             spilled_bytes: self.spilled_bytes + other.spilled_bytes,

@@ -429,8 +429,10 @@ pub(crate) enum Partial<K> {
     /// flushed rows, or an empty table where the partition was written) and `frozen` is
     /// empty.
     /// While `probe`, a row whose key the frozen table holds updates it there and only the
-    /// other rows are scattered (see [`Partial::add`]).
-    Scatter { frozen: GroupTable<K>, parts: Vec<Scattered<K>>, flushed: Vec<GroupTable<K>>, probe: bool },
+    /// other rows are scattered (see [`Partial::add`]). While `own`, scattered string keys
+    /// are copies in the worker's key arena instead of borrowing their morsels (see
+    /// [`Partial::own_keys`]).
+    Scatter { frozen: GroupTable<K>, parts: Vec<Scattered<K>>, flushed: Vec<GroupTable<K>>, probe: bool, own: bool },
     /// One table whose groups are fixed in advance: rows of other keys are dropped
     /// (`GROUP BY .. LIMIT n` without ORDER BY aggregates the first `n` keys only, see
     /// `Settings::optimize_trivial_group_by_limit_query`).
@@ -505,7 +507,7 @@ impl<K: GroupKey> Partial<K> {
                     vals: inputs.iter().map(|i| RawVals::empty_like(*i, per_part)).collect(),
                 })
                 .collect();
-            Partial::Scatter { frozen: t, parts, flushed: Vec::new(), probe: true }
+            Partial::Scatter { frozen: t, parts, flushed: Vec::new(), probe: true, own: false }
         } else {
             Partial::Two(t.split(new_accs))
         };
@@ -519,15 +521,52 @@ impl<K: GroupKey> Partial<K> {
         }
     }
 
-    /// Whether raw rows are scattered (their keys borrow the morsels they came from).
+    /// Whether raw rows are scattered (their keys borrow the morsels they came from, unless
+    /// [`Partial::owns_keys`]).
     pub(crate) fn is_scatter(&self) -> bool {
         matches!(self, Partial::Scatter { .. })
     }
 
+    /// Whether scattered rows own their keys' bytes (copies in the worker's arena, see
+    /// [`Partial::own_keys`]): their morsels need not be kept.
+    pub(crate) fn owns_keys(&self) -> bool {
+        matches!(self, Partial::Scatter { own: true, .. })
+    }
+
+    /// Copies the borrowed bytes of the scattered rows' keys into `arena`, and from now on
+    /// those of every row scattered, until the next [`Partial::flush`]: the rows then stay
+    /// raw until the final phase instead of being aggregated into per-partition tables
+    /// whenever their morsels pass the retention limit. Each row is then probed once, in a
+    /// final table built one partition at a time, instead of once in a worker's flush table
+    /// (which holds all the worker's groups: far past the caches at 100M rows) and its group
+    /// once more in the final merge; it costs memory by rows, not by groups, so the caller
+    /// asks for it only when the rows to come fit its budget. Does nothing unless
+    /// scattering keys that borrow.
+    ///
+    /// # Safety
+    /// `arena` outlives every table and radix buffer of this partial (the worker's arena:
+    /// `aggregate::run` keeps it until the final tables are dropped).
+    pub(crate) unsafe fn own_keys(&mut self, arena: &mut KeyArena) {
+        let Partial::Scatter { parts, own, .. } = self else { return };
+        if !K::BORROWS || *own {
+            return;
+        }
+        for r in parts.iter_mut() {
+            for k in r.keys.iter_mut() {
+                // SAFETY: the caller's contract.
+                *k = unsafe { k.persist(arena) };
+            }
+        }
+        *own = true;
+    }
+
     /// Aggregates the scattered rows into per-partition tables (while `flushed` is empty,
     /// the frozen table is split into them first), a partition at a time so each table is
-    /// cache-sized while its rows go in, and copies their new keys into `arena`: afterwards
-    /// no key of this partial points into a morsel. Does nothing unless scattering.
+    /// cache-sized while its rows go in, and copies their new keys into `arena` (unless
+    /// they are copies there already, [`Partial::own_keys`]): afterwards no key of this
+    /// partial points into a morsel, and the keys of rows scattered next borrow their
+    /// morsels again. Returns the rows aggregated and the new groups they made (0 and 0
+    /// unless scattering).
     /// Pre-aggregation on flush bounds a string GROUP BY's memory by its groups instead of
     /// its rows (DuckDB's radix-partitioned aggregation also aggregates partitioned data
     /// before it grows unbounded).
@@ -537,16 +576,22 @@ impl<K: GroupKey> Partial<K> {
         new_accs: &impl Fn() -> Vec<Accumulator>,
         gids: &mut Vec<u32>,
         kern: &Kernels,
-    ) -> Result<()> {
-        let Partial::Scatter { frozen, parts, flushed, .. } = self else { return Ok(()) };
+    ) -> Result<(usize, usize)> {
+        let Partial::Scatter { frozen, parts, flushed, own, .. } = self else { return Ok((0, 0)) };
         if flushed.is_empty() {
             *flushed = std::mem::replace(frozen, GroupTable::new(new_accs(), 0)).split(new_accs);
         }
+        let owned = std::mem::take(own);
+        let (mut rows, mut groups) = (0, 0);
         for (t, r) in flushed.iter_mut().zip(parts.iter_mut()) {
-            // SAFETY: the worker's arena outlives its tables (`aggregate::run`).
-            r.drain_into(t, gids, kern, |k| unsafe { k.persist(arena) }, true)?;
+            rows += r.len();
+            let before = t.len();
+            // SAFETY: the worker's arena outlives its tables (`aggregate::run`); owned keys
+            // point into it already.
+            r.drain_into(t, gids, kern, |k| if owned { k.clone() } else { unsafe { k.persist(arena) } }, true)?;
+            groups += t.len() - before;
         }
-        Ok(())
+        Ok((rows, groups))
     }
 
     /// Per radix partition, the bytes writing it to disk frees (its table and its scattered
@@ -745,7 +790,7 @@ impl<K: GroupKey> Partial<K> {
                     }
                 }
             }
-            Partial::Scatter { frozen, parts, probe, .. } if *probe && frozen.len() > 0 => {
+            Partial::Scatter { frozen, parts, probe, own, .. } if *probe && frozen.len() > 0 => {
                 // Pre-aggregation against the frozen table (at most the two-level
                 // threshold's groups: cache-sized): rows of keys it holds update it, the
                 // rest are scattered. Keys that repeat (Q6's empty SearchPhrase: ~80% of the
@@ -772,13 +817,21 @@ impl<K: GroupKey> Partial<K> {
                 if hits * 2 < n {
                     *probe = false;
                 }
+                if *own {
+                    // SAFETY: the worker's arena outlives its radix buffers (`aggregate::run`).
+                    unsafe { own_all(keys, &mut scratch.arena) };
+                }
                 scatter_rows(parts, keys, &scratch.miss_hashes, &scratch.pids, inputs, Some(&scratch.misses), kern)?;
             }
             Partial::Fixed(t) => {
                 // Rows of other keys are dropped.
                 update_fixed(t, keys, hashes, inputs, sel, scratch, kern)?;
             }
-            Partial::Scatter { parts, .. } => {
+            Partial::Scatter { parts, own, .. } => {
+                if *own {
+                    // SAFETY: the worker's arena outlives its radix buffers (`aggregate::run`).
+                    unsafe { own_all(keys, &mut scratch.arena) };
+                }
                 scratch.pids.clear();
                 scratch.pids.resize(hashes.len(), 0);
                 (kern.partition_ids)(hashes, crate::hashtable::PARTITION_BITS, &mut scratch.pids);
@@ -786,6 +839,18 @@ impl<K: GroupKey> Partial<K> {
             }
         }
         Ok(())
+    }
+}
+
+/// Replaces each key by its copy in `arena` ([`GroupKey::persist`]): the keys a partial
+/// that owns its keys scatters ([`Partial::own_keys`]).
+///
+/// # Safety
+/// As [`GroupKey::persist`]: the keys are not used after `arena` is dropped.
+unsafe fn own_all<K: GroupKey>(keys: &mut [K], arena: &mut KeyArena) {
+    for k in keys {
+        // SAFETY: the caller's contract.
+        *k = unsafe { k.persist(arena) };
     }
 }
 

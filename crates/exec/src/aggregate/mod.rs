@@ -68,6 +68,11 @@ fn scatter_retained_bytes(settings: &Settings) -> usize {
     }
 }
 
+/// Bytes of GROUP BY state a worker may hold with its scattered rows owning their string
+/// keys ([`Partial::own_keys`]) when no external GROUP BY limit applies; under one, three
+/// quarters of the worker's share of it.
+const OWN_KEYS_MAX_BYTES: usize = 4 << 30;
+
 struct Ctx<'a> {
     plan: &'a AggregatePlan,
     input: &'a Input<'a>,
@@ -300,6 +305,10 @@ struct Worker<K> {
     retained_bytes: usize,
     gids: Vec<u32>,
     flushes: usize,
+    /// Whether the last flush's rows made fewer new groups than half their number.
+    flush_reduces: bool,
+    /// Times the scattered rows took copies of their keys ([`Worker::own_keys`]).
+    key_copies: usize,
     /// External GROUP BY: this worker's temporary file, its runs per radix partition, and
     /// how many times it spilled.
     spill: Option<SpillFile>,
@@ -344,11 +353,38 @@ impl<K: GroupKey> Worker<K> {
     /// tables and the key arena anew.
     fn flush(&mut self, ctx: &Ctx<'_>, new_accs: &impl Fn() -> Vec<Accumulator>) -> Result<()> {
         self.flushes += 1;
-        self.table.flush(&mut self.scratch.arena, new_accs, &mut self.gids, ctx.kern)?;
+        let (rows, groups) = self.table.flush(&mut self.scratch.arena, new_accs, &mut self.gids, ctx.kern)?;
+        self.flush_reduces = groups * 2 < rows;
+        self.release_retained(ctx)
+    }
+
+    /// Lets the retained morsels go (no key points into them any more) and accounts the
+    /// tables and the key arena anew.
+    fn release_retained(&mut self, ctx: &Ctx<'_>) -> Result<()> {
         self.retained.clear();
         ctx.query.shrink(std::mem::take(&mut self.retained_bytes));
         ctx.query.resize(&mut self.accounted, self.table.memory_size(), self.table.operator())?;
         ctx.query.resize(&mut self.arena_accounted, self.scratch.arena.memory_size(), "GROUP BY string keys")
+    }
+
+    /// Makes the scattered rows own their string keys ([`Partial::own_keys`]) instead of
+    /// flushing them: lets the retained morsels go, gives the radix buffers room for the
+    /// `left_rows` rows still to come, and accounts the state anew.
+    fn own_keys(&mut self, ctx: &Ctx<'_>, left_rows: usize) -> Result<()> {
+        // SAFETY: the worker's arena outlives its tables and radix buffers (`run` keeps
+        // every worker's arena until the final tables are dropped).
+        unsafe { self.table.own_keys(&mut self.scratch.arena) };
+        self.key_copies += 1;
+        self.table.fit_buffers(left_rows);
+        self.release_retained(ctx)
+    }
+
+    /// This worker's rows still to come when it has taken morsel `m`: the morsels left
+    /// shared by the workers, at its rate of rows per morsel so far (at least one more
+    /// morsel's: a worker may take one more than its share).
+    fn rows_left(&self, ctx: &Ctx<'_>, morsels: usize, m: usize) -> usize {
+        let per_morsel = self.rows_in / self.morsels.max(1);
+        (morsels.saturating_sub(m + 1) / ctx.settings.max_threads.max(1) * per_morsel).max(per_morsel)
     }
 
     /// Writes the radix partitions `select` says (`None`: all) to the worker's temporary
@@ -464,6 +500,7 @@ where
         .settings
         .external_group_by_bytes()
         .map(|b| usize::try_from(b).unwrap_or(usize::MAX) / ctx.settings.max_threads.max(1));
+    let own_keys_limit = spill_limit.map_or(OWN_KEYS_MAX_BYTES, |l| l / 4 * 3);
     // Declared before the tables, dropped after them: the arenas and morsel arrays string
     // keys point into.
     let mut arenas: Vec<KeyArena> = Vec::new();
@@ -493,6 +530,8 @@ where
             retained_bytes: 0,
             gids: Vec::new(),
             flushes: 0,
+            flush_reduces: false,
+            key_copies: 0,
             spill: None,
             runs: Vec::new(),
             spills: 0,
@@ -585,13 +624,33 @@ where
             // Key slices into this morsel's arrays must not outlive them: tables hold arena
             // copies, scattered rows borrow until flushed, so their morsels are retained.
             w.keys.clear();
-            if K::BORROWS && w.table.is_scatter() {
+            if K::BORROWS && w.table.owns_keys() {
+                // The scattered rows' keys are copies: no morsel is kept. Past the budget,
+                // rows are aggregated again and the next ones borrow.
+                if w.state_bytes() > own_keys_limit {
+                    w.flush(ctx, &new_accs)?;
+                }
+            } else if K::BORROWS && w.table.is_scatter() {
                 // First, so that even on an error below nothing points to freed bytes.
                 w.retained.extend(key_arrays.iter().map(|a| Arc::clone(a)));
                 ctx.query.grow(key_bytes, "GROUP BY string keys")?;
                 w.retained_bytes += key_bytes;
                 if w.retained_bytes > retain_limit {
-                    w.flush(ctx, &new_accs)?;
+                    // Rows that own their keys cost their key bytes and radix-buffer room
+                    // each, and are probed once, in the final phase; a flush probes each
+                    // row in tables of all the worker's groups, and the final phase each
+                    // of its groups again, but holds memory by groups. Own them unless the
+                    // last flush reduced the rows to under half as many groups (Q34's URLs
+                    // at 100M rows: 0.15-0.2, owning measured slower there; Q19: 0.6-0.9)
+                    // or what the rest of the input would take does not fit the budget.
+                    let left = w.rows_left(ctx, chunk_lens.len(), m);
+                    let per_row = w.row_bytes + key_bytes / len.max(1);
+                    let rows = buffer_rows_per_partition(left) * PARTITIONS;
+                    if !w.flush_reduces && w.state_bytes().saturating_add(rows.saturating_mul(per_row)) <= own_keys_limit {
+                        w.own_keys(ctx, left)?;
+                    } else {
+                        w.flush(ctx, &new_accs)?;
+                    }
                 }
             }
             added?;
@@ -604,8 +663,7 @@ where
                 // The bytes this worker's rows still to come will add: its morsels' rate of
                 // rows so far (at least one more morsel's: a worker may take one more than
                 // its share), the state's rate of bytes per row since its last spill.
-                let per_morsel = w.rows_in / w.morsels;
-                let left = (chunk_lens.len().saturating_sub(m + 1) / ctx.settings.max_threads.max(1) * per_morsel).max(per_morsel);
+                let left = w.rows_left(ctx, chunk_lens.len(), m);
                 let since = (w.rows_in - w.rows_at_spill).max(1);
                 let growth = if !K::BORROWS && w.table.is_scatter() {
                     // Rows not aggregated before the final phase: each adds its bytes (an
@@ -630,11 +688,13 @@ where
     let mut arena_bytes = 0;
     let mut rows_in = 0;
     let mut partial_flushes = 0;
+    let mut scatter_key_copies = 0;
     let mut spills = 0;
     let mut spilled = Spilled::default();
     for w in workers {
         rows_in += w.rows_in;
         partial_flushes += w.flushes;
+        scatter_key_copies += w.key_copies;
         spills += w.spills;
         if let Some(file) = w.spill {
             spilled.add(file, w.runs);
@@ -732,6 +792,7 @@ where
             rows_in,
             hash_table_bytes,
             partial_flushes,
+            scatter_key_copies,
             spills: spills + sort.spills,
             spilled_runs: spilled.run_count() + sort_runs,
             spilled_bytes: spilled.bytes() + sort_bytes,
