@@ -429,10 +429,10 @@ pub(crate) enum Partial<K> {
     /// flushed rows, or an empty table where the partition was written) and `frozen` is
     /// empty.
     /// While `probe`, a row whose key the frozen table holds updates it there and only the
-    /// other rows are scattered (see [`Partial::add`]). While `own`, scattered string keys
-    /// are copies in the worker's key arena instead of borrowing their morsels (see
-    /// [`Partial::own_keys`]).
-    Scatter { frozen: GroupTable<K>, parts: Vec<Scattered<K>>, flushed: Vec<GroupTable<K>>, probe: bool, own: bool },
+    /// other rows are scattered (see [`Partial::add`]). While `copies`, scattered string
+    /// keys are copies in the worker's key arena instead of borrowing their morsels (see
+    /// [`Partial::copy_keys`]).
+    Scatter { frozen: GroupTable<K>, parts: Vec<Scattered<K>>, flushed: Vec<GroupTable<K>>, probe: bool, copies: bool },
     /// One table whose groups are fixed in advance: rows of other keys are dropped
     /// (`GROUP BY .. LIMIT n` without ORDER BY aggregates the first `n` keys only, see
     /// `Settings::optimize_trivial_group_by_limit_query`).
@@ -507,7 +507,7 @@ impl<K: GroupKey> Partial<K> {
                     vals: inputs.iter().map(|i| RawVals::empty_like(*i, per_part)).collect(),
                 })
                 .collect();
-            Partial::Scatter { frozen: t, parts, flushed: Vec::new(), probe: true, own: false }
+            Partial::Scatter { frozen: t, parts, flushed: Vec::new(), probe: true, copies: false }
         } else {
             Partial::Two(t.split(new_accs))
         };
@@ -522,19 +522,20 @@ impl<K: GroupKey> Partial<K> {
     }
 
     /// Whether raw rows are scattered (their keys borrow the morsels they came from, unless
-    /// [`Partial::owns_keys`]).
+    /// [`Partial::copies_keys`]).
     pub(crate) fn is_scatter(&self) -> bool {
         matches!(self, Partial::Scatter { .. })
     }
 
-    /// Whether scattered rows own their keys' bytes (copies in the worker's arena, see
-    /// [`Partial::own_keys`]): their morsels need not be kept.
-    pub(crate) fn owns_keys(&self) -> bool {
-        matches!(self, Partial::Scatter { own: true, .. })
+    /// Whether scattered rows' keys are copies in the worker's arena (see
+    /// [`Partial::copy_keys`]): their morsels need not be kept.
+    pub(crate) fn copies_keys(&self) -> bool {
+        matches!(self, Partial::Scatter { copies: true, .. })
     }
 
     /// Copies the borrowed bytes of the scattered rows' keys into `arena`, and from now on
-    /// those of every row scattered, until the next [`Partial::flush`]: the rows then stay
+    /// those of every row scattered (through spills too), until the next [`Partial::flush`]
+    /// or [`Partial::borrow_keys`]: the rows then stay
     /// raw until the final phase instead of being aggregated into per-partition tables
     /// whenever their morsels pass the retention limit. Each row is then probed once, in a
     /// final table built one partition at a time, instead of once in a worker's flush table
@@ -544,26 +545,41 @@ impl<K: GroupKey> Partial<K> {
     /// scattering keys that borrow.
     ///
     /// # Safety
-    /// `arena` outlives every table and radix buffer of this partial (the worker's arena:
-    /// `aggregate::run` keeps it until the final tables are dropped).
-    pub(crate) unsafe fn own_keys(&mut self, arena: &mut KeyArena) {
-        let Partial::Scatter { parts, own, .. } = self else { return };
-        if !K::BORROWS || *own {
+    /// `arena` outlives every key of this partial that points into it: the worker's arena,
+    /// which `aggregate::run` keeps until the final tables are dropped, or replaces only
+    /// after a spill wrote every table and row.
+    pub(crate) unsafe fn copy_keys(&mut self, arena: &mut KeyArena) {
+        let Partial::Scatter { parts, copies, .. } = self else { return };
+        if !K::BORROWS || *copies {
             return;
         }
         for r in parts.iter_mut() {
-            for k in r.keys.iter_mut() {
-                // SAFETY: the caller's contract.
-                *k = unsafe { k.persist(arena) };
-            }
+            // SAFETY: the caller's contract.
+            unsafe { copy_all(&mut r.keys, arena) };
         }
-        *own = true;
+        *copies = true;
+    }
+
+    /// Whether scattered rows stay raw until the final phase (or a spill): their keys borrow
+    /// no morsel (fixed-width keys, or copies, [`Partial::copy_keys`]), so nothing makes the
+    /// worker flush them.
+    pub(crate) fn rows_stay_raw(&self) -> bool {
+        !K::BORROWS || self.copies_keys()
+    }
+
+    /// Rows scattered from now on borrow their morsels' bytes again (after a spill that
+    /// wrote them all: the estimate that chose [`Partial::copy_keys`] did not hold). Keys
+    /// already copied stay valid.
+    pub(crate) fn borrow_keys(&mut self) {
+        if let Partial::Scatter { copies, .. } = self {
+            *copies = false;
+        }
     }
 
     /// Aggregates the scattered rows into per-partition tables (while `flushed` is empty,
     /// the frozen table is split into them first), a partition at a time so each table is
     /// cache-sized while its rows go in, and copies their new keys into `arena` (unless
-    /// they are copies there already, [`Partial::own_keys`]): afterwards no key of this
+    /// they are copies there already, [`Partial::copy_keys`]): afterwards no key of this
     /// partial points into a morsel, and the keys of rows scattered next borrow their
     /// morsels again. Returns the rows aggregated and the new groups they made (0 and 0
     /// unless scattering).
@@ -577,18 +593,18 @@ impl<K: GroupKey> Partial<K> {
         gids: &mut Vec<u32>,
         kern: &Kernels,
     ) -> Result<(usize, usize)> {
-        let Partial::Scatter { frozen, parts, flushed, own, .. } = self else { return Ok((0, 0)) };
+        let Partial::Scatter { frozen, parts, flushed, copies, .. } = self else { return Ok((0, 0)) };
         if flushed.is_empty() {
             *flushed = std::mem::replace(frozen, GroupTable::new(new_accs(), 0)).split(new_accs);
         }
-        let owned = std::mem::take(own);
+        let copied = std::mem::take(copies);
         let (mut rows, mut groups) = (0, 0);
         for (t, r) in flushed.iter_mut().zip(parts.iter_mut()) {
             rows += r.len();
             let before = t.len();
-            // SAFETY: the worker's arena outlives its tables (`aggregate::run`); owned keys
+            // SAFETY: the worker's arena outlives its tables (`aggregate::run`); copied keys
             // point into it already.
-            r.drain_into(t, gids, kern, |k| if owned { k.clone() } else { unsafe { k.persist(arena) } }, true)?;
+            r.drain_into(t, gids, kern, |k| if copied { k.clone() } else { unsafe { k.persist(arena) } }, true)?;
             groups += t.len() - before;
         }
         Ok((rows, groups))
@@ -596,12 +612,12 @@ impl<K: GroupKey> Partial<K> {
 
     /// Per radix partition, the bytes writing it to disk frees (its table and its scattered
     /// rows, as reserved) and the bytes it holds on to if kept; `None` for a single table or
-    /// fixed groups. The two differ for scattered rows of keys that borrow no morsel (never
-    /// aggregated before the final phase): kept, they hold the rows' bytes, the capacity
-    /// beyond them being reset after the spill ([`Partial::fit_buffers`]). Borrowed keys'
-    /// rows are flushed before a spill, and their buffers' capacity counts as it is (the
-    /// spill then caps it, [`Partial::shrink_buffers`]). A frozen table (before the first
-    /// flush or partial spill) counts as an even share.
+    /// fixed groups. The two differ for scattered rows that stay raw until the final phase
+    /// ([`Partial::rows_stay_raw`]): kept, they hold the rows' bytes, the capacity beyond
+    /// them being reset after the spill ([`Partial::fit_buffers`]). Rows of borrowed keys
+    /// are flushed before a spill, and their buffers' capacity counts as it is (the spill
+    /// then caps it, [`Partial::shrink_buffers`]). A frozen table (before the first flush or
+    /// partial spill) counts as an even share.
     pub(crate) fn partition_bytes(&self) -> Option<Vec<(usize, usize)>> {
         match self {
             Partial::Single(_) | Partial::Fixed(_) => None,
@@ -609,9 +625,10 @@ impl<K: GroupKey> Partial<K> {
             Partial::Scatter { frozen, parts, flushed, .. } => {
                 let share = frozen.memory_size() / PARTITIONS;
                 let table = |p: usize| flushed.get(p).map_or(share, |t| t.memory_size());
+                let raw = self.rows_stay_raw();
                 let bytes = parts.iter().enumerate().map(|(p, r)| {
                     let frees = table(p) + r.memory_size();
-                    (frees, if K::BORROWS { frees } else { table(p) + r.used_bytes() })
+                    (frees, if raw { table(p) + r.used_bytes() } else { frees })
                 });
                 Some(bytes.collect())
             }
@@ -790,7 +807,7 @@ impl<K: GroupKey> Partial<K> {
                     }
                 }
             }
-            Partial::Scatter { frozen, parts, probe, own, .. } if *probe && frozen.len() > 0 => {
+            Partial::Scatter { frozen, parts, probe, copies, .. } if *probe && frozen.len() > 0 => {
                 // Pre-aggregation against the frozen table (at most the two-level
                 // threshold's groups: cache-sized): rows of keys it holds update it, the
                 // rest are scattered. Keys that repeat (Q6's empty SearchPhrase: ~80% of the
@@ -817,9 +834,9 @@ impl<K: GroupKey> Partial<K> {
                 if hits * 2 < n {
                     *probe = false;
                 }
-                if *own {
+                if *copies {
                     // SAFETY: the worker's arena outlives its radix buffers (`aggregate::run`).
-                    unsafe { own_all(keys, &mut scratch.arena) };
+                    unsafe { copy_all(keys, &mut scratch.arena) };
                 }
                 scatter_rows(parts, keys, &scratch.miss_hashes, &scratch.pids, inputs, Some(&scratch.misses), kern)?;
             }
@@ -827,10 +844,10 @@ impl<K: GroupKey> Partial<K> {
                 // Rows of other keys are dropped.
                 update_fixed(t, keys, hashes, inputs, sel, scratch, kern)?;
             }
-            Partial::Scatter { parts, own, .. } => {
-                if *own {
+            Partial::Scatter { parts, copies, .. } => {
+                if *copies {
                     // SAFETY: the worker's arena outlives its radix buffers (`aggregate::run`).
-                    unsafe { own_all(keys, &mut scratch.arena) };
+                    unsafe { copy_all(keys, &mut scratch.arena) };
                 }
                 scratch.pids.clear();
                 scratch.pids.resize(hashes.len(), 0);
@@ -843,11 +860,11 @@ impl<K: GroupKey> Partial<K> {
 }
 
 /// Replaces each key by its copy in `arena` ([`GroupKey::persist`]): the keys a partial
-/// that owns its keys scatters ([`Partial::own_keys`]).
+/// that copies its keys scatters ([`Partial::copy_keys`]).
 ///
 /// # Safety
 /// As [`GroupKey::persist`]: the keys are not used after `arena` is dropped.
-unsafe fn own_all<K: GroupKey>(keys: &mut [K], arena: &mut KeyArena) {
+unsafe fn copy_all<K: GroupKey>(keys: &mut [K], arena: &mut KeyArena) {
     for k in keys {
         // SAFETY: the caller's contract.
         *k = unsafe { k.persist(arena) };

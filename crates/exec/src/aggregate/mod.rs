@@ -68,10 +68,47 @@ fn scatter_retained_bytes(settings: &Settings) -> usize {
     }
 }
 
-/// Bytes of GROUP BY state a worker may hold with its scattered rows owning their string
-/// keys ([`Partial::own_keys`]) when no external GROUP BY limit applies; under one, three
-/// quarters of the worker's share of it.
-const OWN_KEYS_MAX_BYTES: usize = 4 << 30;
+/// Bytes of GROUP BY state the workers of a query may hold, in all, with their scattered
+/// rows' string keys copied ([`Partial::copy_keys`]) when no external GROUP BY limit
+/// applies; under one, three quarters of each worker's share of it.
+const COPIED_KEYS_MAX_BYTES: usize = 4 << 30;
+
+/// What a worker whose retained morsels passed their budget weighs to copy its scattered
+/// rows' string keys ([`Partial::copy_keys`]) rather than flush the rows.
+#[derive(Debug, Clone, Copy)]
+struct CopyChoice {
+    /// The last flush made fewer new groups than half its rows, or a full spill ended an
+    /// earlier copying ([`Worker::keep_flushing`]).
+    keep_flushing: bool,
+    /// Whether the worker flushed before.
+    flushed: bool,
+    /// Bytes a row's key arrays take (a copy's bytes, about).
+    key_row_bytes: usize,
+    /// Bytes a scattered row takes in the radix buffers.
+    row_bytes: usize,
+    /// Bytes of state the worker holds now.
+    state_bytes: usize,
+    /// Rows the radix buffers will take if the rest of the input stays raw.
+    rows_to_come: usize,
+    /// Bytes of state the worker may hold with copied keys.
+    limit: usize,
+}
+
+impl CopyChoice {
+    /// Rows whose keys are copied cost their key bytes and radix-buffer room each, and are
+    /// probed once, in the final phase; a flush probes each row in tables of all the
+    /// worker's groups (DRAM-bound at 100M rows: 45-200 ns a row here), and the final phase
+    /// each of its groups again, but holds memory by groups and copies a key once per group.
+    /// Copy when what the rest of the input would take fits the limit, unless the last flush
+    /// reduced the rows to under half as many groups (Q34's URLs at 100M rows: 0.15-0.2
+    /// after the first flushes; Q19's keys: 0.6-0.9), and before any flush only if a key's
+    /// bytes are at most a radix-buffer row's (Q19's mostly empty search phrases; copying
+    /// Q34's ~90-byte URLs at 10M rows made it 0.32 -> 0.36 s).
+    fn copies(&self) -> bool {
+        let fits = self.state_bytes.saturating_add(self.rows_to_come.saturating_mul(self.row_bytes + self.key_row_bytes)) <= self.limit;
+        !self.keep_flushing && (self.flushed || self.key_row_bytes <= self.row_bytes) && fits
+    }
+}
 
 struct Ctx<'a> {
     plan: &'a AggregatePlan,
@@ -300,14 +337,17 @@ struct Worker<K> {
     /// Bytes of the key arena (`scratch.arena`) accounted in the query.
     arena_accounted: usize,
     /// Key arrays of the morsels whose string bytes scattered rows still borrow (until
-    /// the next [`Partial::flush`]), and their bytes accounted in the query.
+    /// the next [`Partial::flush`] or [`Worker::copy_keys`]), and their bytes accounted in
+    /// the query.
     retained: Vec<ArrayRef>,
     retained_bytes: usize,
     gids: Vec<u32>,
     flushes: usize,
-    /// Whether the last flush's rows made fewer new groups than half their number.
-    flush_reduces: bool,
-    /// Times the scattered rows took copies of their keys ([`Worker::own_keys`]).
+    /// Whether scattered rows must be flushed rather than have their keys copied
+    /// ([`Worker::copy_keys`]): the last flush made fewer new groups than half its rows, or
+    /// a full spill ended the copying (its estimate did not hold).
+    keep_flushing: bool,
+    /// Times the scattered rows took copies of their keys ([`Worker::copy_keys`]).
     key_copies: usize,
     /// External GROUP BY: this worker's temporary file, its runs per radix partition, and
     /// how many times it spilled.
@@ -354,7 +394,7 @@ impl<K: GroupKey> Worker<K> {
     fn flush(&mut self, ctx: &Ctx<'_>, new_accs: &impl Fn() -> Vec<Accumulator>) -> Result<()> {
         self.flushes += 1;
         let (rows, groups) = self.table.flush(&mut self.scratch.arena, new_accs, &mut self.gids, ctx.kern)?;
-        self.flush_reduces = groups * 2 < rows;
+        self.keep_flushing |= groups * 2 < rows;
         self.release_retained(ctx)
     }
 
@@ -367,13 +407,14 @@ impl<K: GroupKey> Worker<K> {
         ctx.query.resize(&mut self.arena_accounted, self.scratch.arena.memory_size(), "GROUP BY string keys")
     }
 
-    /// Makes the scattered rows own their string keys ([`Partial::own_keys`]) instead of
+    /// Has the scattered rows' string keys copied ([`Partial::copy_keys`]) instead of
     /// flushing them: lets the retained morsels go, gives the radix buffers room for the
     /// `left_rows` rows still to come, and accounts the state anew.
-    fn own_keys(&mut self, ctx: &Ctx<'_>, left_rows: usize) -> Result<()> {
-        // SAFETY: the worker's arena outlives its tables and radix buffers (`run` keeps
-        // every worker's arena until the final tables are dropped).
-        unsafe { self.table.own_keys(&mut self.scratch.arena) };
+    fn copy_keys(&mut self, ctx: &Ctx<'_>, left_rows: usize) -> Result<()> {
+        // SAFETY: the worker's arena outlives every key pointing into it: `run` keeps every
+        // worker's arena until the final tables are dropped, and `Worker::spill` replaces
+        // it only after writing every table and row.
+        unsafe { self.table.copy_keys(&mut self.scratch.arena) };
         self.key_copies += 1;
         self.table.fit_buffers(left_rows);
         self.release_retained(ctx)
@@ -413,6 +454,10 @@ impl<K: GroupKey> Worker<K> {
     fn spill(&mut self, ctx: &Ctx<'_>, new_accs: &impl Fn() -> Vec<Accumulator>, keep_rows: usize) -> Result<()> {
         self.write_partitions(ctx, new_accs, None)?;
         self.table.shrink_buffers(keep_rows);
+        if self.table.copies_keys() {
+            self.table.borrow_keys();
+            self.keep_flushing = true;
+        }
         // Nothing points into the arena or the retained morsels any more: the tables that
         // did are written and dropped, the radix buffers were drained.
         self.scratch.arena = KeyArena::default();
@@ -467,11 +512,11 @@ impl<K: GroupKey> Worker<K> {
         if select.contains(&true) {
             self.write_partitions(ctx, new_accs, Some(&select))?;
         }
-        if K::BORROWS {
+        if self.table.rows_stay_raw() {
+            self.table.fit_buffers(left_rows);
+        } else {
             // Flushed into tables every `scatter_retained_bytes`: room for a flush's rows.
             self.table.shrink_buffers(keep_rows);
-        } else {
-            self.table.fit_buffers(left_rows);
         }
         ctx.query.resize(&mut self.accounted, self.table.memory_size(), self.table.operator())?;
         Ok(true)
@@ -500,7 +545,7 @@ where
         .settings
         .external_group_by_bytes()
         .map(|b| usize::try_from(b).unwrap_or(usize::MAX) / ctx.settings.max_threads.max(1));
-    let own_keys_limit = spill_limit.map_or(OWN_KEYS_MAX_BYTES, |l| l / 4 * 3);
+    let copy_limit = spill_limit.map_or(COPIED_KEYS_MAX_BYTES / ctx.settings.max_threads.max(1), |l| l / 4 * 3);
     // Declared before the tables, dropped after them: the arenas and morsel arrays string
     // keys point into.
     let mut arenas: Vec<KeyArena> = Vec::new();
@@ -530,7 +575,7 @@ where
             retained_bytes: 0,
             gids: Vec::new(),
             flushes: 0,
-            flush_reduces: false,
+            keep_flushing: false,
             key_copies: 0,
             spill: None,
             runs: Vec::new(),
@@ -624,36 +669,36 @@ where
             // Key slices into this morsel's arrays must not outlive them: tables hold arena
             // copies, scattered rows borrow until flushed, so their morsels are retained.
             w.keys.clear();
-            if K::BORROWS && w.table.owns_keys() {
-                // The scattered rows' keys are copies: no morsel is kept. Past the budget,
-                // rows are aggregated again and the next ones borrow.
-                if w.state_bytes() > own_keys_limit {
-                    w.flush(ctx, &new_accs)?;
-                }
-            } else if K::BORROWS && w.table.is_scatter() {
+            let copies = K::BORROWS && w.table.copies_keys();
+            if K::BORROWS && w.table.is_scatter() && !copies {
                 // First, so that even on an error below nothing points to freed bytes.
                 w.retained.extend(key_arrays.iter().map(|a| Arc::clone(a)));
                 ctx.query.grow(key_bytes, "GROUP BY string keys")?;
                 w.retained_bytes += key_bytes;
                 if w.retained_bytes > retain_limit {
-                    // Rows that own their keys cost their key bytes and radix-buffer room
-                    // each, and are probed once, in the final phase; a flush probes each
-                    // row in tables of all the worker's groups, and the final phase each
-                    // of its groups again, but holds memory by groups. Own them unless the
-                    // last flush reduced the rows to under half as many groups (Q34's URLs
-                    // at 100M rows: 0.15-0.2, owning measured slower there; Q19: 0.6-0.9)
-                    // or what the rest of the input would take does not fit the budget.
                     let left = w.rows_left(ctx, chunk_lens.len(), m);
-                    let per_row = w.row_bytes + key_bytes / len.max(1);
-                    let rows = buffer_rows_per_partition(left) * PARTITIONS;
-                    if !w.flush_reduces && w.state_bytes().saturating_add(rows.saturating_mul(per_row)) <= own_keys_limit {
-                        w.own_keys(ctx, left)?;
+                    let choice = CopyChoice {
+                        keep_flushing: w.keep_flushing,
+                        flushed: w.flushes > 0,
+                        key_row_bytes: key_bytes / len.max(1),
+                        row_bytes: w.row_bytes,
+                        state_bytes: w.state_bytes(),
+                        rows_to_come: buffer_rows_per_partition(left) * PARTITIONS,
+                        limit: copy_limit,
+                    };
+                    if choice.copies() {
+                        w.copy_keys(ctx, left)?;
                     } else {
                         w.flush(ctx, &new_accs)?;
                     }
                 }
             }
             added?;
+            if copies && w.state_bytes() > copy_limit {
+                // The copied keys' rows passed the budget (more rows came than estimated):
+                // they are aggregated, and the next ones borrow.
+                w.flush(ctx, &new_accs)?;
+            }
             // A fixed table holds at most FIRST_KEYS_MAX groups: it never spills.
             if let Some(limit) = spill_limit
                 && w.state_bytes() > limit
@@ -665,12 +710,13 @@ where
                 // its share), the state's rate of bytes per row since its last spill.
                 let left = w.rows_left(ctx, chunk_lens.len(), m);
                 let since = (w.rows_in - w.rows_at_spill).max(1);
-                let growth = if !K::BORROWS && w.table.is_scatter() {
-                    // Rows not aggregated before the final phase: each adds its bytes (an
-                    // upper bound: rows the frozen table holds add none), in the room
-                    // `Partial::fit_buffers` reserves for them; the state's bytes count
-                    // capacity that doubling left unused.
-                    buffer_rows_per_partition(left) * PARTITIONS * w.row_bytes
+                let growth = if w.table.is_scatter() && w.table.rows_stay_raw() {
+                    // Rows not aggregated before the final phase: each adds its bytes and
+                    // its copied key bytes (an upper bound: rows the frozen table holds add
+                    // none), in the room `Partial::fit_buffers` reserves for them; the
+                    // state's bytes count capacity that doubling left unused.
+                    let copied = if K::BORROWS { key_bytes / len.max(1) } else { 0 };
+                    buffer_rows_per_partition(left) * PARTITIONS * (w.row_bytes + copied)
                 } else {
                     (w.state_bytes() as u128 * left as u128 / since as u128) as usize
                 };
@@ -930,3 +976,32 @@ fn extract_unit<K>(extract: &impl Fn(&[&ArrayRef], Option<&[u32]>, usize, &mut V
     v.pop().expect("unit extractor yields one key")
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::CopyChoice;
+
+    /// Q19's shape at 100M rows (first decision of a worker: ~11M rows in, 40M to come,
+    /// short keys, no flush yet, 4 GiB limit) copies; Q34's (~90-byte URLs) flushes first,
+    /// copies after a flush that did not halve its rows, and keeps flushing after one that
+    /// did; nothing copies past the limit.
+    #[test]
+    fn copy_or_flush() {
+        let q19 = CopyChoice {
+            keep_flushing: false,
+            flushed: false,
+            key_row_bytes: 12,
+            row_bytes: 40,
+            state_bytes: 800 << 20,
+            rows_to_come: 40_000_000,
+            limit: 4 << 30,
+        };
+        assert!(q19.copies());
+        assert!(!CopyChoice { rows_to_come: 80_000_000, ..q19 }.copies(), "past the limit");
+        assert!(!CopyChoice { keep_flushing: true, ..q19 }.copies());
+        let q34 = CopyChoice { key_row_bytes: 95, row_bytes: 24, rows_to_come: 2_000_000, ..q19 };
+        assert!(!q34.copies(), "long keys: a flush first");
+        assert!(CopyChoice { flushed: true, ..q34 }.copies(), "the flush did not halve the rows");
+        assert!(!CopyChoice { flushed: true, keep_flushing: true, ..q34 }.copies());
+    }
+}
