@@ -535,14 +535,14 @@ impl<K: GroupKey> Partial<K> {
 
     /// Copies the borrowed bytes of the scattered rows' keys into `arena`, and from now on
     /// those of every row scattered (through spills too), until the next [`Partial::flush`]
-    /// or [`Partial::borrow_keys`]: the rows then stay
-    /// raw until the final phase instead of being aggregated into per-partition tables
-    /// whenever their morsels pass the retention limit. Each row is then probed once, in a
-    /// final table built one partition at a time, instead of once in a worker's flush table
-    /// (which holds all the worker's groups: far past the caches at 100M rows) and its group
-    /// once more in the final merge; it costs memory by rows, not by groups, so the caller
-    /// asks for it only when the rows to come fit its budget. Does nothing unless
-    /// scattering keys that borrow.
+    /// or [`Partial::borrow_keys`]: the rows then stay raw until the final phase instead of
+    /// being aggregated into per-partition tables whenever their morsels pass the retention
+    /// limit. Each row is then probed once, in a final table built one partition at a time,
+    /// instead of once in a worker's flush table (which holds all the worker's groups: far
+    /// past the caches at 100M rows) and its group once more in the final merge; it costs
+    /// memory by rows, not by groups, so the caller asks for it only when the rows to come
+    /// fit its budget (`aggregate::CopyChoice`). Does nothing unless scattering keys that
+    /// borrow.
     ///
     /// # Safety
     /// `arena` outlives every key of this partial that points into it: the worker's arena,
