@@ -496,9 +496,9 @@ fn string_group_by_flushes_scattered_rows_under_a_memory_limit() {
 /// input fits three quarters of its external GROUP BY share (by default half of
 /// `max_memory_usage`, shared by the threads) copies the rows' keys instead of flushing
 /// them (URLs: after a flush that did not halve the rows; the choice itself is unit-tested
-/// in `aggregate`), and they stay raw until the final phase. Same answers as in memory under a range
-/// of limits (some flush, some copy, some copy and then spill or flush), with 1 and 3
-/// threads, with and without a WHERE, within the limit.
+/// in `aggregate`), and they stay raw until the final phase. Same answers as in memory
+/// under a range of limits (some flush, some copy, some copy and then spill or flush), with
+/// 1 and 3 threads, with and without a WHERE, within the limit.
 #[test]
 fn string_group_by_copies_keys_instead_of_flushing_rows_that_do_not_repeat() {
     let batches = generated_hits(200_000, 11, 25_000);

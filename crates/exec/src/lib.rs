@@ -92,8 +92,7 @@ pub struct Profile {
     pub partial_flushes: usize,
     /// Times a GROUP BY worker had its scattered rows take copies of their string keys
     /// instead of flushing them, so that they stay raw until the final phase (the rest of
-    /// its input fit its budget and its flushes did not halve the rows; see
-    /// `Partial::own_keys`).
+    /// its input fit its budget; see `aggregate::CopyChoice` and `Partial::copy_keys`).
     pub scatter_key_copies: usize,
     /// External GROUP BY: times a worker wrote its groups to disk (0: the query ran in
     /// memory), the runs written (up to two per radix partition and spill: groups, rows),

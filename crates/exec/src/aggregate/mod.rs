@@ -621,6 +621,8 @@ where
             } else {
                 0
             };
+            // Bytes of a row's key arrays: what retaining or copying its key takes, about.
+            let key_row_bytes = key_bytes / len.max(1);
             let mut add = || -> Result<()> {
                 let owned = ctx.agg_inputs(&mcols, len, sel)?;
                 let inputs: Vec<Option<&ArrayRef>> = owned.iter().map(|a| a.as_ref()).collect();
@@ -638,7 +640,7 @@ where
                     // Scattered rows will be flushed after about this many rows (from this
                     // morsel's key bytes per row): buffers sized for all rows would hold
                     // memory in proportion to the table. They are reused after a flush.
-                    let per_flush = retain_limit / (key_bytes / len).max(1);
+                    let per_flush = retain_limit / key_row_bytes.max(1);
                     expect = expect.min(per_flush + per_flush / 8);
                 }
                 if let Some(limit) = spill_limit {
@@ -680,7 +682,7 @@ where
                     let choice = CopyChoice {
                         keep_flushing: w.keep_flushing,
                         flushed: w.flushes > 0,
-                        key_row_bytes: key_bytes / len.max(1),
+                        key_row_bytes,
                         row_bytes: w.row_bytes,
                         state_bytes: w.state_bytes(),
                         rows_to_come: buffer_rows_per_partition(left) * PARTITIONS,
@@ -715,8 +717,7 @@ where
                     // its copied key bytes (an upper bound: rows the frozen table holds add
                     // none), in the room `Partial::fit_buffers` reserves for them; the
                     // state's bytes count capacity that doubling left unused.
-                    let copied = if K::BORROWS { key_bytes / len.max(1) } else { 0 };
-                    buffer_rows_per_partition(left) * PARTITIONS * (w.row_bytes + copied)
+                    buffer_rows_per_partition(left) * PARTITIONS * (w.row_bytes + key_row_bytes)
                 } else {
                     (w.state_bytes() as u128 * left as u128 / since as u128) as usize
                 };
@@ -975,7 +976,6 @@ fn extract_unit<K>(extract: &impl Fn(&[&ArrayRef], Option<&[u32]>, usize, &mut V
     extract(&[], Some(&[]), 1, &mut v);
     v.pop().expect("unit extractor yields one key")
 }
-
 
 #[cfg(test)]
 mod tests {
