@@ -60,16 +60,19 @@ pub(crate) fn streams(plan: &ScanPlan) -> bool {
 /// when no row passed), over a channel to its [`TableOrder`].
 ///
 /// The answers not yet taken by the receiver are bounded by morsel number, not by count:
-/// morsel `m` is sent only once `m < taken + window`, where `taken` is the number of morsels
-/// the receiver has passed on in table order. A bound on the channel alone does not bound
-/// memory: while one worker is slow on morsel `k` (on a machine with fewer cores than
-/// threads, descheduled), the receiver must drain the channel to find `k`, and the other
-/// workers' later morsels pile up in its reorder map (795 MB of a 100M-row `numbers` read
-/// into Native on 2 vCPUs). The worker holding morsel `taken` is never held back; see
-/// [`send_morsel`] for what else ends a wait.
+/// morsel `m` is sent once `m < taken + window`, where `taken` is the number of morsels
+/// the receiver has passed on in table order, or once its answer fits in [`WINDOW_BYTES`]
+/// with the other answers sent and not yet passed on (small answers: `(number % 256)::Int8`
+/// makes 64 KiB a morsel, and workers held to a few morsels ahead waited in turns with the
+/// receiver). A bound on the channel alone does not bound memory: while one worker is slow
+/// on morsel `k` (on a machine with fewer cores than threads, descheduled), the receiver
+/// must drain the channel to find `k`, and the other workers' later morsels pile up in its
+/// reorder map (795 MB of a 100M-row `numbers` read into Native on 2 vCPUs). The worker
+/// holding morsel `taken` is never held back; see [`send_morsel`] for what else ends a
+/// wait.
 pub(crate) struct MorselSender {
     tx: std::sync::mpsc::Sender<(usize, Vec<RecordBatch>)>,
-    taken: Arc<AtomicUsize>,
+    taken: Arc<Taken>,
     window: usize,
     /// A worker's morsel failed: the scan ends with that error, and no worker waits for
     /// morsels that will not come.
@@ -110,15 +113,32 @@ impl Drop for Streaming {
     }
 }
 
-/// The receiving end of a [`MorselSender`] and the count of morsels taken, for a
-/// [`TableOrder`].
-pub(crate) type MorselReceiver = (std::sync::mpsc::Receiver<(usize, Vec<RecordBatch>)>, Arc<AtomicUsize>);
+/// Bytes of morsel answers a streamed scan's workers may have sent beyond their morsel
+/// window ([`MorselSender`]), not yet passed on by the receiver: 8 MiB.
+const WINDOW_BYTES: usize = 8 << 20;
+
+/// What a streamed scan's receiver has passed on, shared with its senders.
+#[derive(Debug, Default)]
+pub(crate) struct Taken {
+    /// Morsels passed on, in table order.
+    morsels: AtomicUsize,
+    /// Bytes ([`answer_bytes`]) of the morsels sent and not yet passed on.
+    bytes: AtomicUsize,
+}
+
+/// Bytes of a morsel's answer, as [`Taken::bytes`] counts them.
+fn answer_bytes(batches: &[RecordBatch]) -> usize {
+    batches.iter().map(|b| b.get_array_memory_size()).sum()
+}
+
+/// The receiving end of a [`MorselSender`] and what it has taken, for a [`TableOrder`].
+pub(crate) type MorselReceiver = (std::sync::mpsc::Receiver<(usize, Vec<RecordBatch>)>, Arc<Taken>);
 
 /// A channel for a streamed scan with `window` morsels in flight beyond the receiver's
 /// position (at least 1).
 pub(crate) fn morsel_channel(window: usize) -> (MorselSender, MorselReceiver) {
     let (tx, rx) = std::sync::mpsc::channel();
-    let taken = Arc::new(AtomicUsize::new(0));
+    let taken = Arc::new(Taken::default());
     let sender = MorselSender { tx, taken: taken.clone(), window: window.max(1), failed: Default::default() };
     (sender, (rx, taken))
 }
@@ -182,9 +202,15 @@ const STALLED: std::time::Duration = std::time::Duration::from_secs(1);
 /// gone, ends it with [`tessera_common::Error::Cancelled`].
 fn send_morsel(tx: &MorselSender, item: (usize, Vec<RecordBatch>), me: &Streaming, query: &QueryContext) -> Result<()> {
     let (mut seen, mut since) = (usize::MAX, std::time::Instant::now());
+    let bytes = answer_bytes(&item.1);
     loop {
-        let taken = tx.taken.load(Ordering::Acquire);
+        let taken = tx.taken.morsels.load(Ordering::Acquire);
         if item.0 < taken + tx.window || tx.failed.load(Ordering::Acquire) || me.nested() {
+            tx.taken.bytes.fetch_add(bytes, Ordering::AcqRel);
+            break;
+        }
+        let fits = |b: usize| (b + bytes <= WINDOW_BYTES).then_some(b + bytes);
+        if tx.taken.bytes.fetch_update(Ordering::AcqRel, Ordering::Acquire, fits).is_ok() {
             break;
         }
         if Arc::strong_count(&tx.taken) == 1 {
@@ -194,6 +220,7 @@ fn send_morsel(tx: &MorselSender, item: (usize, Vec<RecordBatch>), me: &Streamin
         if taken != seen {
             (seen, since) = (taken, std::time::Instant::now());
         } else if since.elapsed() > STALLED {
+            tx.taken.bytes.fetch_add(bytes, Ordering::AcqRel);
             break;
         }
         if rayon::yield_now() != Some(rayon::Yield::Executed) {
@@ -209,8 +236,8 @@ fn send_morsel(tx: &MorselSender, item: (usize, Vec<RecordBatch>), me: &Streamin
 /// the morsels that finished before an earlier one (about one per worker).
 pub(crate) struct TableOrder {
     rx: std::sync::mpsc::Receiver<(usize, Vec<RecordBatch>)>,
-    /// `next`, shared with the senders ([`MorselSender`]).
-    taken: Arc<AtomicUsize>,
+    /// `next` and the bytes not yet passed on, shared with the senders ([`MorselSender`]).
+    taken: Arc<Taken>,
     /// Morsels received ahead of `next`.
     early: std::collections::BTreeMap<usize, Vec<RecordBatch>>,
     next: usize,
@@ -256,7 +283,8 @@ impl Iterator for TableOrder {
             match self.early.remove(&self.next) {
                 Some(batches) => {
                     self.next += 1;
-                    self.taken.store(self.next, Ordering::Release);
+                    self.taken.bytes.fetch_sub(answer_bytes(&batches), Ordering::AcqRel);
+                    self.taken.morsels.store(self.next, Ordering::Release);
                     self.ready.extend(batches);
                 }
                 None => match self.rx.recv() {
@@ -776,24 +804,54 @@ mod tests {
     /// A worker's morsel beyond the receiver's window waits for the receiver; the morsel
     /// the receiver waits for never does, so a slow worker cannot make the others' later
     /// morsels pile up in memory.
+    /// One batch of a morsel's answer taking `bytes` bytes.
+    fn answer(bytes: usize) -> Vec<RecordBatch> {
+        let a: ArrayRef = Arc::new(arrow::array::UInt8Array::from(vec![0u8; bytes]));
+        vec![RecordBatch::try_from_iter([("a", a)]).unwrap()]
+    }
+
     #[test]
     fn streamed_morsels_wait_for_the_receivers_window() {
         let query = QueryContext::default();
         let (tx, (rx, taken)) = morsel_channel(2);
+        // Answers larger than half of WINDOW_BYTES: the morsel window alone lets them by.
+        let big = WINDOW_BYTES / 2 + 1;
         std::thread::scope(|s| {
             let worker = s.spawn(|| {
                 let me = Streaming::enter(&tx);
-                [1, 2, 3].into_iter().try_for_each(|m| send_morsel(&tx, (m, Vec::new()), &me, &query))
+                [1, 2, 3].into_iter().try_for_each(|m| send_morsel(&tx, (m, answer(big)), &me, &query))
             });
             // Morsel 1 is inside the window (morsels 0 and 1, nothing taken yet).
             assert_eq!(rx.recv().unwrap().0, 1);
             std::thread::sleep(std::time::Duration::from_millis(50));
             assert!(rx.try_recv().is_err(), "morsel 2 was sent before morsel 0 was taken");
             // The receiver takes morsel 0 (a slow worker's), then 1: 2 and 3 may come.
-            taken.store(1, Ordering::Release);
+            taken.morsels.store(1, Ordering::Release);
             assert_eq!(rx.recv().unwrap().0, 2);
-            taken.store(2, Ordering::Release);
+            taken.morsels.store(2, Ordering::Release);
             assert_eq!(rx.recv().unwrap().0, 3);
+            worker.join().unwrap().unwrap();
+        });
+        // Small answers go beyond the morsel window while their bytes fit WINDOW_BYTES.
+        let (tx, (rx, taken)) = morsel_channel(1);
+        let small = answer(1000);
+        let per = answer_bytes(&small);
+        let fit = WINDOW_BYTES / per;
+        std::thread::scope(|s| {
+            let worker = s.spawn(|| {
+                let me = Streaming::enter(&tx);
+                (1..=fit + 1).try_for_each(|m| send_morsel(&tx, (m, small.clone()), &me, &query))
+            });
+            for m in 1..=fit {
+                assert_eq!(rx.recv().unwrap().0, m);
+            }
+            assert_eq!(taken.bytes.load(Ordering::Acquire), fit * per);
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            assert!(rx.try_recv().is_err(), "morsel {} was sent past WINDOW_BYTES", fit + 1);
+            // The receiver passes morsels 0 and 1 on (TableOrder's bookkeeping).
+            taken.bytes.fetch_sub(per, Ordering::AcqRel);
+            taken.morsels.store(2, Ordering::Release);
+            assert_eq!(rx.recv().unwrap().0, fit + 1);
             worker.join().unwrap().unwrap();
         });
         // A receiver that is gone ends a wait with Cancelled.
