@@ -39,6 +39,85 @@ pub fn extend_short(out: &mut Vec<u8>, s: &[u8]) {
     }
 }
 
+/// The eight decimal digits of `x < 10^8`, leading zeros included, as ASCII bytes: byte
+/// `i` of the result (bits `8i..8i+8`) is the `i`th digit, most significant first. All
+/// digits at once in one register (SWAR): `x` is split into two 4-digit halves in 32-bit
+/// lanes, each into two 2-digit quarters in 16-bit lanes, each into two digits in bytes,
+/// every split by a multiply-shift that divides all lanes at once (exact for the lanes'
+/// ranges: `v * 10486 >> 20` is `v / 100` for `v < 43,699`, `v * 103 >> 10` is `v / 10`
+/// for `v < 179`), no lane's product reaching the next lane's bits.
+#[inline(always)]
+fn eight_digits(x: u32) -> u64 {
+    debug_assert!(x < 100_000_000);
+    let x = u64::from(x);
+    let v = x / 10_000 | (x % 10_000) << 32;
+    let q = (v * 10_486 >> 20) & 0x0000_007f_0000_007f;
+    let v = q | (v - q * 100) << 16;
+    let q = (v * 103 >> 10) & 0x000f_000f_000f_000f;
+    let v = q | (v - q * 10) << 8;
+    v + 0x3030_3030_3030_3030
+}
+
+/// Appends `v` in decimal (the text of `v.to_string()`): eight digits at a time
+/// ([`eight_digits`]), each group stored with one 8-byte write straight into `out`.
+/// Formatting into a stack buffer two digits at a time and copying (`itoa`) made the
+/// copy's 8-byte load wait on the buffer's 2-byte stores (a failed store-to-load forward):
+/// half of `toString(number)`'s own samples.
+#[inline]
+pub fn push_decimal_u64(out: &mut Vec<u8>, v: u64) {
+    /// Writes 8 bytes at `d`: the digits of `x < 10^8` without leading zeros ("0" for 0),
+    /// then padding; returns the digit count.
+    #[inline(always)]
+    unsafe fn head(d: *mut u8, x: u32) -> usize {
+        let n = x.checked_ilog10().map_or(1, |l| l as usize + 1);
+        // SAFETY: the caller's `d..d + 8` is writable.
+        unsafe { d.cast::<[u8; 8]>().write_unaligned((eight_digits(x) >> (8 * (8 - n))).to_le_bytes()) };
+        n
+    }
+    /// Writes the 8 digits of `x < 10^8` at `d`, leading zeros included.
+    #[inline(always)]
+    unsafe fn full(d: *mut u8, x: u32) {
+        // SAFETY: the caller's `d..d + 8` is writable.
+        unsafe { d.cast::<[u8; 8]>().write_unaligned(eight_digits(x).to_le_bytes()) }
+    }
+    const E8: u64 = 100_000_000;
+    out.reserve(24);
+    let len = out.len();
+    // SAFETY: (1) `reserve(24)` leaves at least 24 bytes of capacity past `len`; the writes
+    // are 8 bytes each, at `len + k` with `k <= 12` (a head of at most 4 digits before two
+    // full groups: u64::MAX has 20 digits), so all stay within `len..len + 20`; (2) the
+    // first `n` bytes written are the digits and every one of them is written (a head
+    // writes its `k` digits, each group 8 more), the bytes past `n` are padding that
+    // `set_len` leaves out, so no uninitialized byte becomes part of `out`.
+    unsafe {
+        let d = out.as_mut_ptr().add(len);
+        let n = if v < E8 {
+            head(d, v as u32)
+        } else {
+            let (hi, lo) = (v / E8, (v % E8) as u32);
+            let k = if hi < E8 {
+                head(d, hi as u32)
+            } else {
+                let k = head(d, (hi / E8) as u32);
+                full(d.add(k), (hi % E8) as u32);
+                k + 8
+            };
+            full(d.add(k), lo);
+            k + 8
+        };
+        out.set_len(len + n);
+    }
+}
+
+/// Appends `v` in decimal (the text of `v.to_string()`); see [`push_decimal_u64`].
+#[inline]
+pub fn push_decimal_i64(out: &mut Vec<u8>, v: i64) {
+    if v < 0 {
+        out.push(b'-');
+    }
+    push_decimal_u64(out, v.unsigned_abs());
+}
+
 /// Checks that every row of string data is UTF-8: `values[offsets[i]..offsets[i + 1]]` for
 /// each `i`, where the offsets are monotonic and within `values` (the caller's invariant, as
 /// arrow's arrays keep it). The rows' whole range is checked at once with SIMD (`simdutf8`;
@@ -137,5 +216,47 @@ mod tests {
         v.shrink_to_fit();
         extend_short(&mut v, b"abcdefgh");
         assert_eq!(v, b"\x01\x01\x01abcdefgh");
+    }
+
+    #[test]
+    fn decimals_are_the_digits_std_writes() {
+        let mut edges: Vec<u64> = vec![0, u64::MAX, u64::MAX - 1, i64::MAX as u64, i64::MAX as u64 + 1];
+        let mut p = 1u64;
+        while let Some(next) = p.checked_mul(10) {
+            edges.extend([p - 1, p, p + 1]);
+            p = next;
+        }
+        edges.extend([p - 1, p, p + 1]);
+        // Fixed-seed random values of every width (xorshift, shifted to 1..=64 bits).
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for i in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            edges.push(x >> (i % 64));
+        }
+        let mut out = b"x".to_vec();
+        let mut expected = b"x".to_vec();
+        for &v in &edges {
+            push_decimal_u64(&mut out, v);
+            expected.extend_from_slice(v.to_string().as_bytes());
+            let s = v as i64;
+            push_decimal_i64(&mut out, s);
+            expected.extend_from_slice(s.to_string().as_bytes());
+            push_decimal_i64(&mut out, s.wrapping_neg());
+            expected.extend_from_slice(s.wrapping_neg().to_string().as_bytes());
+        }
+        assert_eq!(String::from_utf8(out).unwrap(), String::from_utf8(expected).unwrap());
+        // Every value of each 4-digit lane of the SWAR split, beside a few of the other.
+        for a in 0..10_000u32 {
+            for b in [a, 9_999 - a, 0, 9_999] {
+                for x in [a * 10_000 + b, b * 10_000 + a] {
+                    assert_eq!(eight_digits(x).to_le_bytes(), *format!("{x:08}").as_bytes(), "{x}");
+                }
+            }
+        }
+        let mut v = Vec::new();
+        push_decimal_i64(&mut v, i64::MIN);
+        assert_eq!(v, b"-9223372036854775808");
     }
 }

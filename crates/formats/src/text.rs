@@ -31,12 +31,12 @@ use crate::{BatchReader, BatchWriter, Format, READ_BATCH_ROWS, ReadOptions, corr
 
 /// Appends `v` in decimal.
 pub(crate) fn write_u64(out: &mut Vec<u8>, v: u64) {
-    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+    tessera_common::bytes::push_decimal_u64(out, v);
 }
 
 /// Appends `v` in decimal.
 pub(crate) fn write_i64(out: &mut Vec<u8>, v: i64) {
-    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+    tessera_common::bytes::push_decimal_i64(out, v);
 }
 
 /// Appends a float as ClickHouse writes it; `sci` is Rust's shortest round-trip text in

@@ -73,12 +73,12 @@ impl Val {
 }
 
 /// `CAST(int AS String)` / `toString(int)`: the decimal digits of each value written
-/// straight into the string column's buffer (`itoa`), the text Arrow's cast gives, without
-/// its per-value formatter dispatch. NULLs stay NULL.
+/// straight into the string column's buffer, the text Arrow's cast gives, without its
+/// per-value formatter dispatch. NULLs stay NULL.
 fn int_to_utf8(a: &ArrayRef) -> Result<ArrayRef> {
     fn digits<T: ArrowPrimitiveType>(a: &ArrayRef) -> Result<ArrayRef>
     where
-        T::Native: itoa::Integer,
+        T::Native: Into<i128>,
     {
         let p = a.as_primitive::<T>();
         // At most 20 bytes a value (`-9223372036854775808`, `18446744073709551615`): only
@@ -87,10 +87,15 @@ fn int_to_utf8(a: &ArrayRef) -> Result<ArrayRef> {
         let mut values: Vec<u8> = Vec::with_capacity(p.len() * 8);
         let mut offsets: Vec<i32> = Vec::with_capacity(p.len() + 1);
         offsets.push(0);
-        let mut buf = itoa::Buffer::new();
+        let nulls = p.nulls().filter(|n| n.null_count() > 0);
         for (i, &v) in p.values().iter().enumerate() {
-            if p.is_valid(i) {
-                tessera_common::bytes::extend_short(&mut values, buf.format(v).as_bytes());
+            if nulls.is_none_or(|n| n.is_valid(i)) {
+                let v: i128 = v.into();
+                if v < 0 {
+                    values.push(b'-');
+                }
+                // Every integer type's magnitude fits a u64 (|i64::MIN| = 2^63).
+                tessera_common::bytes::push_decimal_u64(&mut values, v.unsigned_abs() as u64);
             }
             if check && values.len() > i32::MAX as usize {
                 return Err(Error::InvalidArgument("toString: more than 2 GiB of text in one array".into()));
@@ -143,28 +148,15 @@ fn eval(expr: &Expr, cols: &[Option<ArrayRef>], len: usize) -> Result<Val> {
             Val::Array(a.clone())
         }
         Expr::Literal(l) => Val::Scalar(l.to_array()),
-        Expr::Cast { expr, to } => eval(expr, cols, len)?.cast(to)?,
-        Expr::Arith { op, left, right, dtype } => {
-            let l = eval(left, cols, len)?.cast_wrapping(dtype)?;
-            let r = eval(right, cols, len)?.cast_wrapping(dtype)?;
-            let (ld, rd) = (l.datum(), r.datum());
-            let float = is_float(dtype);
-            let out = match op {
-                ArithOp::Add if float => numeric::add(&*ld, &*rd),
-                ArithOp::Add => numeric::add_wrapping(&*ld, &*rd),
-                ArithOp::Sub if float => numeric::sub(&*ld, &*rd),
-                ArithOp::Sub => numeric::sub_wrapping(&*ld, &*rd),
-                ArithOp::Mul if float => numeric::mul(&*ld, &*rd),
-                ArithOp::Mul => numeric::mul_wrapping(&*ld, &*rd),
-                ArithOp::Div | ArithOp::Rem if float => {
-                    if *op == ArithOp::Div { numeric::div(&*ld, &*rd) } else { numeric::rem(&*ld, &*rd) }
-                }
-                ArithOp::Div | ArithOp::IntDiv => int_div(&l, &r, false),
-                ArithOp::Rem => int_div(&l, &r, true),
+        Expr::Cast { expr, to } => match &**expr {
+            // An integer `%` or `intDiv` cast to an integer type in one pass (the seed's
+            // `(number % 256)::Int8`: no 8-byte intermediate column).
+            Expr::Arith { op, left, right, dtype } if to.is_integer() && dtype.is_integer() => {
+                eval_arith(*op, left, right, dtype, to, cols, len)?
             }
-            .map_err(arrow_err)?;
-            shape(&l, &r, out)
-        }
+            _ => eval(expr, cols, len)?.cast(to)?,
+        },
+        Expr::Arith { op, left, right, dtype } => eval_arith(*op, left, right, dtype, dtype, cols, len)?,
         Expr::Cmp { op, left, right, common } => {
             let l = canonical(eval(left, cols, len)?.cast(common)?);
             let r = canonical(eval(right, cols, len)?.cast(common)?);
@@ -225,6 +217,38 @@ fn eval(expr: &Expr, cols: &[Option<ArrayRef>], len: usize) -> Result<Val> {
     })
 }
 
+/// `left op right` of type `dtype` (the operands cast to it), cast to `to` (`dtype`
+/// itself, or an integer type when `dtype` is one: the cast of [`Val::cast`]). An integer
+/// division or remainder by a constant power of two writes `to` directly.
+#[allow(clippy::too_many_arguments)]
+fn eval_arith(op: ArithOp, left: &Expr, right: &Expr, dtype: &DataType, to: &DataType, cols: &[Option<ArrayRef>], len: usize) -> Result<Val> {
+    let l = eval(left, cols, len)?.cast_wrapping(dtype)?;
+    let r = eval(right, cols, len)?.cast_wrapping(dtype)?;
+    if matches!(op, ArithOp::IntDiv | ArithOp::Rem | ArithOp::Div)
+        && !is_float(dtype)
+        && let Some(out) = int_div_pow2(&l, &r, op == ArithOp::Rem, to)
+    {
+        return Ok(Val::Array(out));
+    }
+    let (ld, rd) = (l.datum(), r.datum());
+    let float = is_float(dtype);
+    let out = match op {
+        ArithOp::Add if float => numeric::add(&*ld, &*rd),
+        ArithOp::Add => numeric::add_wrapping(&*ld, &*rd),
+        ArithOp::Sub if float => numeric::sub(&*ld, &*rd),
+        ArithOp::Sub => numeric::sub_wrapping(&*ld, &*rd),
+        ArithOp::Mul if float => numeric::mul(&*ld, &*rd),
+        ArithOp::Mul => numeric::mul_wrapping(&*ld, &*rd),
+        ArithOp::Div | ArithOp::Rem if float => {
+            if op == ArithOp::Div { numeric::div(&*ld, &*rd) } else { numeric::rem(&*ld, &*rd) }
+        }
+        ArithOp::Div | ArithOp::IntDiv => int_div(&l, &r, false),
+        ArithOp::Rem => int_div(&l, &r, true),
+    }
+    .map_err(arrow_err)?;
+    shape(&l, &r, out).cast(to)
+}
+
 /// The rows where `b` is TRUE (NULL counts as not TRUE), without a null buffer.
 pub fn true_mask(b: &BooleanArray) -> BooleanArray {
     if b.null_count() > 0 { prep_null_mask_filter(b) } else { BooleanArray::new(b.values().clone(), None) }
@@ -233,18 +257,22 @@ pub fn true_mask(b: &BooleanArray) -> BooleanArray {
 /// Integer `intDiv` (`rem = false`) or `%`: Arrow's checked kernels, which refuse a zero
 /// divisor (and wrap nothing: `i64::MIN / -1` is an overflow error).
 fn int_div(l: &Val, r: &Val, rem: bool) -> std::result::Result<ArrayRef, ArrowError> {
-    if let Some(out) = int_div_pow2(l, r, rem) {
-        return Ok(out);
-    }
     let (ld, rd) = (l.datum(), r.datum());
     if rem { numeric::rem(&*ld, &*rd) } else { numeric::div(&*ld, &*rd) }
 }
 
 /// Integer division or remainder of a 64-bit column by a constant power of two `2^k` as a
 /// shift or a mask instead of a division per row (the seed's `number % 256`: 4 ns a row ->
-/// well under 1). Same answers as the division: truncation toward zero, the remainder taking
-/// the dividend's sign (ClickHouse's `intDiv` and `%`). `None` for anything else.
-fn int_div_pow2(l: &Val, r: &Val, rem: bool) -> Option<ArrayRef> {
+/// well under 1), written as the integer type `to` (wrapping, as [`Val::cast`]). Same
+/// answers as the division: truncation toward zero, the remainder taking the dividend's
+/// sign (ClickHouse's `intDiv` and `%`). `None` for anything else.
+fn int_div_pow2(l: &Val, r: &Val, rem: bool, to: &DataType) -> Option<ArrayRef> {
+    /// `f` of each value, its bits (as `usize`) cut to `to` as `as` does.
+    fn unary_to<I: ArrowPrimitiveType>(a: &ArrayRef, to: &DataType, f: impl Fn(I::Native) -> usize) -> Option<ArrayRef> {
+        let a = a.as_primitive::<I>();
+        tessera_common::integer_dispatch!(to, T => Some(Arc::new(a.unary::<_, T>(|v| <<T as ArrowPrimitiveType>::Native as ArrowNativeType>::usize_as(f(v)))) as ArrayRef),
+            _ => None)
+    }
     let (Val::Array(a), Val::Scalar(c)) = (l, r) else { return None };
     if c.is_null(0) {
         return None;
@@ -256,8 +284,7 @@ fn int_div_pow2(l: &Val, r: &Val, rem: bool) -> Option<ArrayRef> {
                 return None;
             }
             let (mask, k) = (d - 1, d.trailing_zeros());
-            let a = a.as_primitive::<UInt64Type>();
-            Some(Arc::new(if rem { a.unary::<_, UInt64Type>(|v| v & mask) } else { a.unary::<_, UInt64Type>(|v| v >> k) }))
+            if rem { unary_to::<UInt64Type>(a, to, |v| (v & mask) as usize) } else { unary_to::<UInt64Type>(a, to, |v| (v >> k) as usize) }
         }
         (DataType::Int64, DataType::Int64) => {
             let d = c.as_primitive::<Int64Type>().value(0);
@@ -266,15 +293,14 @@ fn int_div_pow2(l: &Val, r: &Val, rem: bool) -> Option<ArrayRef> {
                 return None;
             }
             let (mask, k) = (d - 1, d.trailing_zeros());
-            let a = a.as_primitive::<Int64Type>();
             // Negative dividends are biased by d - 1 so that the arithmetic shift truncates
             // toward zero instead of rounding down.
             let quot = move |v: i64| (v + ((v >> 63) & mask)) >> k;
-            Some(Arc::new(if rem {
-                a.unary::<_, Int64Type>(move |v| v - (quot(v) << k))
+            if rem {
+                unary_to::<Int64Type>(a, to, move |v| (v - (quot(v) << k)) as usize)
             } else {
-                a.unary::<_, Int64Type>(quot)
-            }))
+                unary_to::<Int64Type>(a, to, move |v| quot(v) as usize)
+            }
         }
         _ => None,
     }

@@ -266,6 +266,22 @@ fn division_by_powers_of_two_truncates() {
             let out = run(&e, &[u.clone()]).unwrap();
             let want: Vec<u64> = unsigned.iter().map(|&v| if rem { v % d } else { v / d }).collect();
             assert_eq!(out.as_primitive::<UInt64Type>().values().to_vec(), want, "UInt64 {op:?} {d}");
+            // Cast to each integer type in the same pass (`(number % 256)::Int8`): the
+            // values of the division's column cast on its own.
+            for (i, c) in [&a, &u].into_iter().enumerate() {
+                let div = if i == 0 {
+                    Expr::Arith { op, left: Box::new(col(0, c)), right: Box::new(lit_u(d)), dtype: DataType::Int64 }
+                } else {
+                    Expr::arith(op, col(0, c), lit_u(d)).unwrap()
+                };
+                let whole = run(&div, &[c.clone()]).unwrap();
+                for to in [DataType::Int8, DataType::Int16, DataType::Int32, DataType::Int64, DataType::UInt8, DataType::UInt16, DataType::UInt32, DataType::UInt64] {
+                    let fused = run(&Expr::Cast { expr: Box::new(div.clone()), to: to.clone() }, &[c.clone()]).unwrap();
+                    let apart = run(&Expr::Cast { expr: Box::new(col(0, &whole)), to: to.clone() }, &[whole.clone()]).unwrap();
+                    assert_eq!(fused.data_type(), &to);
+                    assert_eq!(fused.as_ref(), apart.as_ref(), "{} {op:?} {d} as {to}", c.data_type());
+                }
+            }
         }
     }
     // NULLs stay NULL; division by zero still fails.
