@@ -71,7 +71,7 @@
 //! └── checksums.txt     size and xxh3 of every other file; written last
 //! ```
 //!
-//! `checksums.txt` is text: a first line `tessera part format 1`, then one line per file
+//! `checksums.txt` is text: a first line `tessera part format 2`, then one line per file
 //! `NAME<TAB>BYTES<TAB>XXH3_HEX`, then `end<TAB>XXH3_HEX` over all preceding bytes. At open
 //! the sizes of all files and the hashes of the small files are checked; column blocks are
 //! checked when read.
@@ -96,6 +96,7 @@
 //! values by enc:
 //!   0 plain, fixed width     rows x width bytes, little-endian
 //!   0 plain, Utf8/Binary     (rows+1) x u32 offsets from 0 | bytes
+//!   3 sized, Utf8/Binary     w u8 (1, 2) | rows x w-byte LE lengths | bytes   (format 2)
 //!   1 dictionary (strings)   n u32 | (n+1) x u32 offsets | dict bytes | w u8 (1,2,4) | rows x w-byte ids
 //!   2 frame of reference     min i128 LE | bits u8 | ceil(rows*bits/64) x u64 words,
 //!     (integers, dates,       value i = min + bits [i*bits, (i+1)*bits) of the word stream
@@ -104,7 +105,8 @@
 //!
 //! The encoding is chosen per block by size: frame-of-reference when its bit-packed size is
 //! below the plain size, dictionary when the dictionary stays under half of the plain size
-//! and the whole encoding is smaller. Floats are always plain. NULL slots hold arbitrary
+//! and the whole encoding is smaller; other strings are sized when every value of the block
+//! is under 64 KiB, plain otherwise (format 1 parts hold no sized blocks). Floats are always plain. NULL slots hold arbitrary
 //! values, masked by the bitmap.
 //!
 //! # Marks and indexes
@@ -190,6 +192,6 @@ pub use block::Codec;
 pub use cache::{BlockCache, DEFAULT_BLOCK_CACHE_BYTES};
 pub use conditions::{ConditionCache, DEFAULT_CONDITION_CACHE_BYTES};
 pub use snapshot::Caches;
-pub use part::{FORMAT_VERSION, Part};
+pub use part::{FORMAT_VERSION, MIN_FORMAT_VERSION, Part};
 pub use store::Store;
 pub use table::{DEFAULT_GRANULE_ROWS, DETACHED_DIR, DiskTable, PartIdKey, TABLE_FORMAT_VERSION, TableOptions};

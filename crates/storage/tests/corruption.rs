@@ -128,7 +128,8 @@ fn missing_files_fail() {
 fn wrong_format_version_is_named() {
     let (dir, part) = make();
     let p = part.join("checksums.txt");
-    let text = std::fs::read_to_string(&p).unwrap().replacen("tessera part format 1", "tessera part format 2", 1);
+    let (now, next) = (tessera_storage::FORMAT_VERSION, tessera_storage::FORMAT_VERSION + 1);
+    let text = std::fs::read_to_string(&p).unwrap().replacen(&format!("tessera part format {now}"), &format!("tessera part format {next}"), 1);
     std::fs::write(&p, text).unwrap();
-    expect_corrupt(dir.path(), "checksums.txt", &["unsupported part format version 2"]);
+    expect_corrupt(dir.path(), "checksums.txt", &[&format!("unsupported part format version {next}")]);
 }

@@ -18,8 +18,18 @@ use tessera_common::{Error, Result};
 
 use crate::block::{self, Codec, IntNative};
 
-/// Version of the part format this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// Version of the part format this build writes. Version 2 added string blocks with value
+/// lengths instead of offsets (encoding 3); this build reads versions
+/// [`MIN_FORMAT_VERSION`]..=`FORMAT_VERSION`.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The oldest part format version this build reads.
+pub const MIN_FORMAT_VERSION: u32 = 1;
+
+/// Whether this build reads parts of format version `v`.
+pub(crate) fn reads_version(v: u32) -> bool {
+    (MIN_FORMAT_VERSION..=FORMAT_VERSION).contains(&v)
+}
 
 /// Granules per morsel: morsels (and therefore blocks) never cross a multiple of this
 /// granule index, so a morsel never decompresses a block another morsel also needs.

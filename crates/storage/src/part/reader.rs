@@ -106,11 +106,11 @@ impl Part {
         let head = lines.next().unwrap_or("");
         let version = head.strip_prefix("tessera part format ").and_then(|v| v.parse::<u32>().ok());
         match version {
-            Some(FORMAT_VERSION) => {}
+            Some(v) if super::reads_version(v) => {}
             Some(v) => {
                 return Err(corrupt(
                     "checksums.txt",
-                    format!("unsupported part format version {v} (this build reads version {FORMAT_VERSION})"),
+                    format!("unsupported part format version {v} (this build reads versions {MIN_FORMAT_VERSION} to {FORMAT_VERSION})"),
                 ));
             }
             None => return Err(corrupt("checksums.txt", format!("bad header line {head:?} at byte offset 0"))),
@@ -169,10 +169,13 @@ impl Part {
         let meta_bytes = take_small(&mut small, "meta.json")?;
         let meta: PartMeta =
             serde_json::from_slice(&meta_bytes).map_err(|e| corrupt("meta.json", format!("bad JSON: {e}")))?;
-        if meta.format_version != FORMAT_VERSION {
+        if !super::reads_version(meta.format_version) {
             return Err(corrupt(
                 "meta.json",
-                format!("unsupported part format version {} (this build reads version {FORMAT_VERSION})", meta.format_version),
+                format!(
+                    "unsupported part format version {} (this build reads versions {MIN_FORMAT_VERSION} to {FORMAT_VERSION})",
+                    meta.format_version
+                ),
             ));
         }
         let file_schema: Vec<Field> = meta
@@ -487,8 +490,11 @@ fn check_index<'a>(bytes: &'a [u8], magic: &[u8; 4], n: usize, granules: usize) 
         return Err("bad magic at byte offset 0".into());
     }
     let word = |i: usize| u32::from_le_bytes(body[4 + 4 * i..8 + 4 * i].try_into().expect("4 bytes")) as usize;
-    if word(0) != FORMAT_VERSION as usize {
-        return Err(format!("unsupported format version {} at byte offset 4 (this build reads {FORMAT_VERSION})", word(0)));
+    if !u32::try_from(word(0)).is_ok_and(super::reads_version) {
+        return Err(format!(
+            "unsupported format version {} at byte offset 4 (this build reads {MIN_FORMAT_VERSION} to {FORMAT_VERSION})",
+            word(0)
+        ));
     }
     if word(1) != n || word(2) != granules {
         return Err(format!("header says {} columns x {} granules, expected {n} x {granules}", word(1), word(2)));
