@@ -55,6 +55,43 @@ pub(crate) fn put_string(out: &mut Vec<u8>, s: &[u8]) {
     tessera_common::bytes::extend_short(out, s);
 }
 
+/// Appends a column of ClickHouse `String`s, one per row of `view` (a NULL row, per
+/// `nulls`, as the empty string): [`put_string`] for all rows with one capacity check.
+pub(crate) fn put_strings(out: &mut Vec<u8>, view: &StrView<'_>, nulls: Option<&arrow::buffer::NullBuffer>) {
+    let rows = view.offsets.len().saturating_sub(1);
+    let Some(&first) = view.offsets.first() else { return };
+    // A row writes at most 5 VarUInt bytes (its length is under 2^31 < 2^35) and its bytes.
+    let bound = (view.offsets[rows] - first) as usize + 5 * rows;
+    out.reserve(bound);
+    let start = out.len();
+    let mut at = start;
+    let dst = out.as_mut_ptr();
+    for i in 0..rows {
+        let s = if nulls.is_some_and(|n| n.is_null(i)) { &[][..] } else { view.get(i) };
+        let mut n = s.len();
+        // SAFETY: (1) the writes of all rows stay within the `bound` bytes reserved past
+        // `start`: row `i` writes at most 5 length bytes and `s.len()` bytes, and the
+        // lengths of the rows written sum to at most the offsets' span (a NULL row writes
+        // none of its bytes); (2) `copy_bytes` writes exactly `dst + at .. + s.len()`,
+        // outside `s` (which `view` borrows, not `out`); (3) every byte of `start..at` is
+        // written before `set_len`.
+        unsafe {
+            while n >= 0x80 {
+                *dst.add(at) = (n as u8) | 0x80;
+                n >>= 7;
+                at += 1;
+            }
+            *dst.add(at) = n as u8;
+            at += 1;
+            tessera_common::bytes::copy_bytes(dst.add(at), s);
+        }
+        at += s.len();
+    }
+    debug_assert!(at - start <= bound);
+    // SAFETY: see (3) above.
+    unsafe { out.set_len(at) };
+}
+
 /// Reads a VarUInt; `Ok(None)` at the end of input before its first byte.
 pub(crate) fn read_varuint(r: &mut impl BufRead) -> io::Result<Option<u64>> {
     let mut v = 0u64;
@@ -267,16 +304,7 @@ impl<'a> NativeWriter<'a> {
                 }
             }
             match wire {
-                Wire::String => {
-                    let (view, nulls) = (StrView::of(col.as_ref()), col.nulls());
-                    for i in 0..col.len() {
-                        if nulls.is_some_and(|n| n.is_null(i)) {
-                            self.buf.push(0);
-                        } else {
-                            put_string(&mut self.buf, view.get(i));
-                        }
-                    }
-                }
+                Wire::String => put_strings(&mut self.buf, &StrView::of(col.as_ref()), col.nulls()),
                 _ => match fixed_bytes(col.as_ref(), *wire, field.name(), self.rows)? {
                     // Large borrowed buffers go straight to the sink (no copy).
                     FixedBytes::Shared(b) if b.len() >= crate::SINK_BUFFER_BYTES => {
