@@ -126,6 +126,14 @@ pub(crate) struct Taken {
     bytes: AtomicUsize,
 }
 
+impl Taken {
+    /// The receiver has passed on the morsel before `next`, whose answer is `batches`.
+    fn passed(&self, next: usize, batches: &[RecordBatch]) {
+        self.bytes.fetch_sub(answer_bytes(batches), Ordering::AcqRel);
+        self.morsels.store(next, Ordering::Release);
+    }
+}
+
 /// Bytes of a morsel's answer, as [`Taken::bytes`] counts them.
 fn answer_bytes(batches: &[RecordBatch]) -> usize {
     batches.iter().map(|b| b.get_array_memory_size()).sum()
@@ -283,8 +291,7 @@ impl Iterator for TableOrder {
             match self.early.remove(&self.next) {
                 Some(batches) => {
                     self.next += 1;
-                    self.taken.bytes.fetch_sub(answer_bytes(&batches), Ordering::AcqRel);
-                    self.taken.morsels.store(self.next, Ordering::Release);
+                    self.taken.passed(self.next, &batches);
                     self.ready.extend(batches);
                 }
                 None => match self.rx.recv() {
@@ -801,15 +808,16 @@ fn project(e: &ScalarExpr, arr: ArrayRef, kern: &Kernels) -> ArrayRef {
 mod tests {
     use super::*;
 
-    /// A worker's morsel beyond the receiver's window waits for the receiver; the morsel
-    /// the receiver waits for never does, so a slow worker cannot make the others' later
-    /// morsels pile up in memory.
     /// One batch of a morsel's answer taking `bytes` bytes.
     fn answer(bytes: usize) -> Vec<RecordBatch> {
         let a: ArrayRef = Arc::new(arrow::array::UInt8Array::from(vec![0u8; bytes]));
         vec![RecordBatch::try_from_iter([("a", a)]).unwrap()]
     }
 
+    /// A worker's morsel beyond the receiver's window waits for the receiver; the morsel
+    /// the receiver waits for never does, so a slow worker cannot make the others' later
+    /// morsels pile up in memory. Small answers go beyond the window while their bytes fit
+    /// WINDOW_BYTES, and the receiver's passing a morsel on gives its bytes back.
     #[test]
     fn streamed_morsels_wait_for_the_receivers_window() {
         let query = QueryContext::default();
@@ -826,9 +834,9 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(50));
             assert!(rx.try_recv().is_err(), "morsel 2 was sent before morsel 0 was taken");
             // The receiver takes morsel 0 (a slow worker's), then 1: 2 and 3 may come.
-            taken.morsels.store(1, Ordering::Release);
+            taken.passed(1, &[]);
             assert_eq!(rx.recv().unwrap().0, 2);
-            taken.morsels.store(2, Ordering::Release);
+            taken.passed(2, &answer(big));
             assert_eq!(rx.recv().unwrap().0, 3);
             worker.join().unwrap().unwrap();
         });
@@ -848,9 +856,9 @@ mod tests {
             assert_eq!(taken.bytes.load(Ordering::Acquire), fit * per);
             std::thread::sleep(std::time::Duration::from_millis(50));
             assert!(rx.try_recv().is_err(), "morsel {} was sent past WINDOW_BYTES", fit + 1);
-            // The receiver passes morsels 0 and 1 on (TableOrder's bookkeeping).
-            taken.bytes.fetch_sub(per, Ordering::AcqRel);
-            taken.morsels.store(2, Ordering::Release);
+            // The receiver passes morsels 0 (sent by no one here) and 1 on.
+            taken.passed(1, &[]);
+            taken.passed(2, &small);
             assert_eq!(rx.recv().unwrap().0, fit + 1);
             worker.join().unwrap().unwrap();
         });

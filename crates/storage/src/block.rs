@@ -122,7 +122,8 @@ fn var_parts(arr: &dyn Array) -> (&[i32], &[u8]) {
 }
 
 /// Appends one block holding all of `arr` to `out`. `encode` allows dictionary and
-/// frame-of-reference encodings (each used only where it makes the block smaller).
+/// frame-of-reference encodings (each used only where it makes the block smaller) and
+/// strings stored with their lengths ([`Encoding::Sized`]); without it blocks are plain.
 ///
 /// # Errors
 /// A message if the codec fails (only possible for zstd with a bad level).
@@ -279,7 +280,7 @@ fn encode_var(arr: &dyn Array, encode: bool, p: &mut Vec<u8>) -> Encoding {
         0x100..=0xffff => 2,
         _ => 0,
     };
-    if width == 0 {
+    if width == 0 || !encode {
         for &o in offs {
             p.extend_from_slice(&((o - base) as u32).to_le_bytes());
         }
@@ -303,7 +304,7 @@ fn encode_var(arr: &dyn Array, encode: bool, p: &mut Vec<u8>) -> Encoding {
 fn sized_offsets(r: &mut Reader<'_>, rows: usize) -> DResult<Vec<u32>> {
     let width = r.u8()? as usize;
     let lens = match width {
-        1 | 2 => r.take(rows * width)?,
+        1 | 2 => r.take(rows.checked_mul(width).ok_or("length overflow")?)?,
         w => return Err(format!("bad length width {w}")),
     };
     let mut offs = Vec::with_capacity(rows + 1);
@@ -457,7 +458,8 @@ pub(crate) fn read_block_sizes(buf: &[u8], dt: &DataType, verify: bool) -> DResu
     }
     let stored = &buf[HEADER_LEN..len];
     // At most the flag, a full bitmap and the offsets (or the width and lengths).
-    let head = (1 + rows.div_ceil(8) + if sized { 1 + 2 * rows } else { 4 * (rows + 1) }).min(plen);
+    let lengths = if sized { rows.saturating_mul(2).saturating_add(1) } else { rows.saturating_add(1).saturating_mul(4) };
+    let head = rows.div_ceil(8).saturating_add(1).saturating_add(lengths).min(plen);
     let decoded;
     let prefix: &[u8] = if codec == 0 {
         if stored.len() != plen {
@@ -766,9 +768,11 @@ mod tests {
         for (rows, enc, width) in cases {
             let whole = StringArray::from(rows);
             for arr in [whole.clone(), whole.slice(1, whole.len() - 1)] {
-                for codec in [Codec::None, Codec::Lz4, Codec::Zstd(3)] {
+                for (codec, encode) in [(Codec::None, true), (Codec::Lz4, true), (Codec::Zstd(3), true), (Codec::Lz4, false)] {
                     let mut out = Vec::new();
-                    write_block(&arr, codec, false, &mut out).unwrap();
+                    write_block(&arr, codec, encode, &mut out).unwrap();
+                    // Without light encodings, plain.
+                    let enc = if encode { enc } else { Encoding::Plain };
                     assert_eq!(out[9], enc as u8);
                     if enc == Encoding::Sized {
                         // The width byte follows the null flag and bitmap (codec none only).
@@ -787,7 +791,8 @@ mod tests {
         // Lengths that add up past the value bytes are an error.
         let arr = StringArray::from(vec!["ab", "cd"]);
         let mut out = Vec::new();
-        write_block(&arr, Codec::None, false, &mut out).unwrap();
+        write_block(&arr, Codec::None, true, &mut out).unwrap();
+        assert_eq!(out[9], Encoding::Sized as u8);
         out[HEADER_LEN + 2] = 9;
         let h = xxhash_rust::xxh3::xxh3_64(&out[8..]);
         out[..8].copy_from_slice(&h.to_le_bytes());

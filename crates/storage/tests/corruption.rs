@@ -128,8 +128,10 @@ fn missing_files_fail() {
 fn wrong_format_version_is_named() {
     let (dir, part) = make();
     let p = part.join("checksums.txt");
-    let (now, next) = (tessera_storage::FORMAT_VERSION, tessera_storage::FORMAT_VERSION + 1);
-    let text = std::fs::read_to_string(&p).unwrap().replacen(&format!("tessera part format {now}"), &format!("tessera part format {next}"), 1);
-    std::fs::write(&p, text).unwrap();
-    expect_corrupt(dir.path(), "checksums.txt", &[&format!("unsupported part format version {next}")]);
+    let now = tessera_storage::FORMAT_VERSION;
+    let good = std::fs::read_to_string(&p).unwrap();
+    for v in [0, tessera_storage::MIN_FORMAT_VERSION - 1, now + 1] {
+        std::fs::write(&p, good.replacen(&format!("tessera part format {now}"), &format!("tessera part format {v}"), 1)).unwrap();
+        expect_corrupt(dir.path(), "checksums.txt", &[&format!("unsupported part format version {v}")]);
+    }
 }

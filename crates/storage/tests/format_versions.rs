@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use arrow::array::{Array, AsArray};
+use arrow::array::AsArray;
 use arrow::datatypes::UInt64Type;
 use tessera_storage::Store;
 
@@ -54,6 +54,35 @@ fn format_1_parts_read_back() {
         (t, cols)
     };
     let (t, cols) = check(dir.path(), 1);
+    // A format-2 part beside the format-1 one, then both merged into one format-2 part.
+    {
+        let store = Store::open(dir.path()).unwrap();
+        let table = store.table("t").unwrap();
+        let more = arrow::array::RecordBatch::try_new(
+            t.schema().clone(),
+            vec![
+                std::sync::Arc::new(arrow::array::UInt64Array::from(vec![Some(7u64)])),
+                std::sync::Arc::new(arrow::array::StringArray::from(vec![Some("x")])),
+                std::sync::Arc::new(arrow::array::StringArray::from(vec![Some("y")])),
+            ],
+        )
+        .unwrap();
+        table.insert(&[more]).unwrap();
+        assert!(table.optimize().unwrap());
+        let merged = table.snapshot().unwrap();
+        let cols = merged.columns(&[0, 1, 2]).unwrap();
+        let (mut n, mut last) = (0, None);
+        for ((a, b), c) in cols[0].iter().zip(cols[1].iter()).zip(cols[2].iter()) {
+            let (a, b, c) = (a.as_primitive::<UInt64Type>(), b.as_string::<i32>(), c.as_string::<i32>());
+            for i in 0..a.len() {
+                let want = if n < 3000 { (n as u64, (n as u64 * 7919).to_string(), format!("http://example.com/{}", n % 13)) } else { (7, "x".into(), "y".into()) };
+                assert_eq!((a.value(i), b.value(i).to_string(), c.value(i).to_string()), want, "merged row {n}");
+                n += 1;
+                last = Some(a.value(i));
+            }
+        }
+        assert_eq!((n, last), (3001, Some(7)));
+    }
     let schema = t.schema().clone();
     let batches: Vec<arrow::array::RecordBatch> = (0..cols[0].len())
         .map(|c| arrow::array::RecordBatch::try_new(schema.clone(), vec![cols[0][c].clone(), cols[1][c].clone(), cols[2][c].clone()]).unwrap())

@@ -267,11 +267,21 @@ fn int_div(l: &Val, r: &Val, rem: bool) -> std::result::Result<ArrayRef, ArrowEr
 /// answers as the division: truncation toward zero, the remainder taking the dividend's
 /// sign (ClickHouse's `intDiv` and `%`). `None` for anything else.
 fn int_div_pow2(l: &Val, r: &Val, rem: bool, to: &DataType) -> Option<ArrayRef> {
-    /// `f` of each value, its bits (as `usize`) cut to `to` as `as` does.
-    fn unary_to<I: ArrowPrimitiveType>(a: &ArrayRef, to: &DataType, f: impl Fn(I::Native) -> usize) -> Option<ArrayRef> {
+    /// `f` of each value (its 64 bits) cut to `to` as `as` does.
+    fn unary_to<I: ArrowPrimitiveType>(a: &ArrayRef, to: &DataType, f: impl Fn(I::Native) -> u64) -> Option<ArrayRef> {
+        use arrow::datatypes::*;
         let a = a.as_primitive::<I>();
-        tessera_common::integer_dispatch!(to, T => Some(Arc::new(a.unary::<_, T>(|v| <<T as ArrowPrimitiveType>::Native as ArrowNativeType>::usize_as(f(v)))) as ArrayRef),
-            _ => None)
+        Some(match to {
+            DataType::Int8 => Arc::new(a.unary::<_, Int8Type>(|v| f(v) as i8)),
+            DataType::Int16 => Arc::new(a.unary::<_, Int16Type>(|v| f(v) as i16)),
+            DataType::Int32 => Arc::new(a.unary::<_, Int32Type>(|v| f(v) as i32)),
+            DataType::Int64 => Arc::new(a.unary::<_, Int64Type>(|v| f(v) as i64)),
+            DataType::UInt8 => Arc::new(a.unary::<_, UInt8Type>(|v| f(v) as u8)),
+            DataType::UInt16 => Arc::new(a.unary::<_, UInt16Type>(|v| f(v) as u16)),
+            DataType::UInt32 => Arc::new(a.unary::<_, UInt32Type>(|v| f(v) as u32)),
+            DataType::UInt64 => Arc::new(a.unary::<_, UInt64Type>(f)),
+            _ => return None,
+        })
     }
     let (Val::Array(a), Val::Scalar(c)) = (l, r) else { return None };
     if c.is_null(0) {
@@ -284,7 +294,7 @@ fn int_div_pow2(l: &Val, r: &Val, rem: bool, to: &DataType) -> Option<ArrayRef> 
                 return None;
             }
             let (mask, k) = (d - 1, d.trailing_zeros());
-            if rem { unary_to::<UInt64Type>(a, to, |v| (v & mask) as usize) } else { unary_to::<UInt64Type>(a, to, |v| (v >> k) as usize) }
+            if rem { unary_to::<UInt64Type>(a, to, |v| v & mask) } else { unary_to::<UInt64Type>(a, to, |v| v >> k) }
         }
         (DataType::Int64, DataType::Int64) => {
             let d = c.as_primitive::<Int64Type>().value(0);
@@ -297,9 +307,9 @@ fn int_div_pow2(l: &Val, r: &Val, rem: bool, to: &DataType) -> Option<ArrayRef> 
             // toward zero instead of rounding down.
             let quot = move |v: i64| (v + ((v >> 63) & mask)) >> k;
             if rem {
-                unary_to::<Int64Type>(a, to, move |v| (v - (quot(v) << k)) as usize)
+                unary_to::<Int64Type>(a, to, move |v| (v - (quot(v) << k)) as u64)
             } else {
-                unary_to::<Int64Type>(a, to, move |v| quot(v) as usize)
+                unary_to::<Int64Type>(a, to, move |v| quot(v) as u64)
             }
         }
         _ => None,

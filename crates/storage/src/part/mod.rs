@@ -26,9 +26,12 @@ pub const FORMAT_VERSION: u32 = 2;
 /// The oldest part format version this build reads.
 pub const MIN_FORMAT_VERSION: u32 = 1;
 
-/// Whether this build reads parts of format version `v`.
-pub(crate) fn reads_version(v: u32) -> bool {
-    (MIN_FORMAT_VERSION..=FORMAT_VERSION).contains(&v)
+/// `Ok` if this build reads parts of format version `v`; else the message naming it.
+pub(crate) fn check_version(v: u32) -> Result<(), String> {
+    if (MIN_FORMAT_VERSION..=FORMAT_VERSION).contains(&v) {
+        return Ok(());
+    }
+    Err(format!("unsupported part format version {v} (this build reads versions {MIN_FORMAT_VERSION} to {FORMAT_VERSION})"))
 }
 
 /// Granules per morsel: morsels (and therefore blocks) never cross a multiple of this

@@ -106,13 +106,7 @@ impl Part {
         let head = lines.next().unwrap_or("");
         let version = head.strip_prefix("tessera part format ").and_then(|v| v.parse::<u32>().ok());
         match version {
-            Some(v) if super::reads_version(v) => {}
-            Some(v) => {
-                return Err(corrupt(
-                    "checksums.txt",
-                    format!("unsupported part format version {v} (this build reads versions {MIN_FORMAT_VERSION} to {FORMAT_VERSION})"),
-                ));
-            }
+            Some(v) => super::check_version(v).map_err(|e| corrupt("checksums.txt", e))?,
             None => return Err(corrupt("checksums.txt", format!("bad header line {head:?} at byte offset 0"))),
         }
         let body_end = text.rfind("end\t").ok_or_else(|| corrupt("checksums.txt", "no end line (truncated)".into()))?;
@@ -169,15 +163,7 @@ impl Part {
         let meta_bytes = take_small(&mut small, "meta.json")?;
         let meta: PartMeta =
             serde_json::from_slice(&meta_bytes).map_err(|e| corrupt("meta.json", format!("bad JSON: {e}")))?;
-        if !super::reads_version(meta.format_version) {
-            return Err(corrupt(
-                "meta.json",
-                format!(
-                    "unsupported part format version {} (this build reads versions {MIN_FORMAT_VERSION} to {FORMAT_VERSION})",
-                    meta.format_version
-                ),
-            ));
-        }
+        super::check_version(meta.format_version).map_err(|e| corrupt("meta.json", e))?;
         let file_schema: Vec<Field> = meta
             .columns
             .iter()
@@ -490,12 +476,7 @@ fn check_index<'a>(bytes: &'a [u8], magic: &[u8; 4], n: usize, granules: usize) 
         return Err("bad magic at byte offset 0".into());
     }
     let word = |i: usize| u32::from_le_bytes(body[4 + 4 * i..8 + 4 * i].try_into().expect("4 bytes")) as usize;
-    if !u32::try_from(word(0)).is_ok_and(super::reads_version) {
-        return Err(format!(
-            "unsupported format version {} at byte offset 4 (this build reads {MIN_FORMAT_VERSION} to {FORMAT_VERSION})",
-            word(0)
-        ));
-    }
+    super::check_version(word(0) as u32).map_err(|e| format!("{e} at byte offset 4"))?;
     if word(1) != n || word(2) != granules {
         return Err(format!("header says {} columns x {} granules, expected {n} x {granules}", word(1), word(2)));
     }
