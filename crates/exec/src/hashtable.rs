@@ -53,7 +53,10 @@ const MIN_SLOTS: usize = MAX_WIDTH;
 /// only, 8 rows ahead, and staged (the key's slice 8 rows ahead, its bytes 4): Q34 at 100M
 /// rows from disk 5% faster (a worker's flushes probe tables whose URLs sit in a multi-GiB
 /// arena: `memcmp` 28% -> 12% of the samples), but Q34 and Q35 at 10M in memory 4-40%
-/// slower, alternated with the build without it; not kept.)
+/// slower, alternated with the build without it; not kept. Tried once more on 2026-12-07 in
+/// flushes only (home slot's candidate: its key slice 8 rows ahead, its bytes 4), with the
+/// 1 GiB retention: Q34 at 100M from disk 6.76 / 7.67 -> 7.28 / 8.20 s, Q35 6.73 / 6.98 ->
+/// 7.95 / 7.64, alternated; not kept.)
 const PREFETCH: usize = 16;
 
 /// Slots of a table small enough to stay in cache (4 KiB of control bytes, 32 KiB of slots):
