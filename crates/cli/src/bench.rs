@@ -671,3 +671,21 @@ fn write_report(args: &BenchArgs, points: Vec<Point>, threads_scaling: Vec<Threa
     eprintln!("wrote {}", path.display());
     Ok(())
 }
+
+/// A Python helper of the benchmarks (`benches/NAME`): in the source tree this binary was
+/// built from, else under the current directory.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] naming both places when neither has it (a binary moved away
+/// from its source tree), and `skip`, the flag that leaves the reference engines out.
+pub(crate) fn bench_script(name: &str, skip: &str) -> Result<std::path::PathBuf> {
+    let built = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../benches").join(name);
+    let here = std::path::Path::new("benches").join(name);
+    [&built, &here].into_iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "benches/{name} not found (looked in {} and {}): run from Tessera's source tree, or pass {skip}",
+            built.display(),
+            here.display()
+        ))
+    })
+}

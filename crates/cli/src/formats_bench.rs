@@ -194,10 +194,6 @@ struct ChdbResult {
     bytes: u64,
 }
 
-fn chdb_script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../benches/formats_chdb.py")
-}
-
 /// chDB's median of `runs` runs of `op` on the case, all in one child process.
 #[allow(clippy::too_many_arguments)]
 fn chdb(op: &str, sql: &str, format: Format, comp: &str, path: &Path, structure: &str, dir: &Path, runs: usize) -> Result<ChdbResult> {
@@ -206,7 +202,7 @@ fn chdb(op: &str, sql: &str, format: Format, comp: &str, path: &Path, structure:
         "path": path, "structure": structure, "dir": dir, "runs": runs,
     });
     let out = std::process::Command::new("python3")
-        .arg(chdb_script())
+        .arg(crate::bench::bench_script("formats_chdb.py", "--no-chdb")?)
         .arg(spec.to_string())
         .output()
         .map_err(|e| Error::Io { path: "python3".into(), source: e })?;

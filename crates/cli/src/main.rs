@@ -392,4 +392,15 @@ mod tests {
         drop(junk);
         assert_eq!(super::jemalloc_purge(), 0);
     }
+
+    /// The benchmarks' Python helpers are found in the source tree; a missing one is an
+    /// error naming where it looked and the flag that leaves its engines out.
+    #[test]
+    fn bench_scripts_are_found_or_named() {
+        for name in ["formats_chdb.py", "sysbench_ref.py"] {
+            assert!(crate::bench::bench_script(name, "--no-chdb").unwrap().is_file(), "{name}");
+        }
+        let e = crate::bench::bench_script("no_such_script.py", "--no-chdb").unwrap_err().to_string();
+        assert!(e.contains("benches/no_such_script.py not found") && e.contains("--no-chdb"), "{e}");
+    }
 }

@@ -428,10 +428,6 @@ fn print_result(r: &WorkloadResult) {
     );
 }
 
-fn reference_script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../benches/sysbench_ref.py")
-}
-
 #[derive(Deserialize)]
 struct RefAnswer {
     version: String,
@@ -455,7 +451,7 @@ fn run_reference(engine: &str, parquet: &Path, args: &SysbenchArgs) -> Result<Re
         "vcpus": tessera_common::default_threads(),
     });
     let out = std::process::Command::new("python3")
-        .arg(reference_script())
+        .arg(crate::bench::bench_script("sysbench_ref.py", "--no-duckdb --no-chdb")?)
         .arg(spec.to_string())
         .stderr(std::process::Stdio::inherit())
         .output()
