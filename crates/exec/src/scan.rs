@@ -211,15 +211,16 @@ const STALLED: std::time::Duration = std::time::Duration::from_secs(1);
 fn send_morsel(tx: &MorselSender, item: (usize, Vec<RecordBatch>), me: &Streaming, query: &QueryContext) -> Result<()> {
     let (mut seen, mut since) = (usize::MAX, std::time::Instant::now());
     let bytes = answer_bytes(&item.1);
-    loop {
+    // Whether the answer's bytes are counted already (it went by WINDOW_BYTES); every other
+    // way out of the wait counts them after it.
+    let counted = loop {
         let taken = tx.taken.morsels.load(Ordering::Acquire);
         if item.0 < taken + tx.window || tx.failed.load(Ordering::Acquire) || me.nested() {
-            tx.taken.bytes.fetch_add(bytes, Ordering::AcqRel);
-            break;
+            break false;
         }
         let fits = |b: usize| (b + bytes <= WINDOW_BYTES).then_some(b + bytes);
         if tx.taken.bytes.fetch_update(Ordering::AcqRel, Ordering::Acquire, fits).is_ok() {
-            break;
+            break true;
         }
         if Arc::strong_count(&tx.taken) == 1 {
             return Err(tessera_common::Error::Cancelled);
@@ -228,12 +229,14 @@ fn send_morsel(tx: &MorselSender, item: (usize, Vec<RecordBatch>), me: &Streamin
         if taken != seen {
             (seen, since) = (taken, std::time::Instant::now());
         } else if since.elapsed() > STALLED {
-            tx.taken.bytes.fetch_add(bytes, Ordering::AcqRel);
-            break;
+            break false;
         }
         if rayon::yield_now() != Some(rayon::Yield::Executed) {
             std::thread::sleep(std::time::Duration::from_micros(100));
         }
+    };
+    if !counted {
+        tx.taken.bytes.fetch_add(bytes, Ordering::AcqRel);
     }
     tx.tx.send(item).map_err(|_| tessera_common::Error::Cancelled)
 }

@@ -274,13 +274,13 @@ fn encode_var(arr: &dyn Array, encode: bool, p: &mut Vec<u8>) -> Encoding {
     // Lengths, not offsets, in one or two bytes when every value is that short: an 8-byte
     // value took 12 bytes with its u32 offset, and offsets that only grow compress badly
     // (LZ4 was 41% of the samples of loading 30M `toString(number)` values).
-    let longest = offs.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
-    let width = match longest {
-        0..=0xff => 1,
-        0x100..=0xffff => 2,
+    let longest = || offs.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+    let width = match encode.then(longest) {
+        Some(0..=0xff) => 1,
+        Some(0x100..=0xffff) => 2,
         _ => 0,
     };
-    if width == 0 || !encode {
+    if width == 0 {
         for &o in offs {
             p.extend_from_slice(&((o - base) as u32).to_le_bytes());
         }
@@ -299,9 +299,16 @@ fn encode_var(arr: &dyn Array, encode: bool, p: &mut Vec<u8>) -> Encoding {
     Encoding::Sized
 }
 
-/// The offsets (from 0) of a [`Encoding::Sized`] block's `rows` values: its width byte and
-/// lengths, read from `r`. The last offset is the length of the value bytes that follow.
-fn sized_offsets(r: &mut Reader<'_>, rows: usize) -> DResult<Vec<u32>> {
+/// The offsets (from 0) of the `rows` values of a plain or sized string block (`enc`), read
+/// from `r`: u32 offsets, or a width byte and lengths ([`Encoding::Sized`]). The last
+/// offset is the length of the value bytes that follow (unchecked).
+fn var_offsets(r: &mut Reader<'_>, rows: usize, enc: u8) -> DResult<Vec<u32>> {
+    if enc == Encoding::Plain as u8 {
+        return r.u32s(rows + 1);
+    }
+    if enc != Encoding::Sized as u8 {
+        return Err(format!("encoding {enc} is not a plain or sized string block"));
+    }
     let width = r.u8()? as usize;
     let lens = match width {
         1 | 2 => r.take(rows.checked_mul(width).ok_or("length overflow")?)?,
@@ -436,12 +443,13 @@ fn check_sum(buf: &[u8], len: usize) -> DResult<()> {
 /// The byte length of each value of the string or binary block at the start of `buf` (NULL
 /// where the value is NULL), without decoding its values where the layout allows:
 /// a plain (or sized) block's payload starts with the NULL bitmap and the value offsets (or
-/// lengths), so only that prefix is decompressed (an LZ4 block decoded up to there, [`lz4_prefix`]; a URL block
-/// of 8,192 rows decompresses 33 KB of its ~750 KB). Dictionary blocks and Zstandard are
+/// lengths), so only that prefix is decompressed (an LZ4 block decoded up to there,
+/// [`lz4_prefix`]; a URL block of 8,192 rows decompresses 33 KB of its ~750 KB).
+/// Dictionary blocks and Zstandard are
 /// decoded whole. ClickHouse reads the `.size` subcolumn of a String for `length(s)` and
 /// `s = ''` the same way (its sizes are a separate stream). Verifies the checksum first;
-/// a plain block's last offset must be the length of the value bytes its header implies.
-/// `verify`: as [`decode_block`]'s.
+/// a plain or sized block's last offset must be the length of the value bytes its header
+/// implies. `verify`: as [`decode_block`]'s.
 pub(crate) fn read_block_sizes(buf: &[u8], dt: &DataType, verify: bool) -> DResult<arrow::array::UInt32Array> {
     let len = block_len(buf)?;
     let (codec, enc, rows, plen) = (buf[8], buf[9], u32_at(buf, 12) as usize, u32_at(buf, 16) as usize);
@@ -476,7 +484,7 @@ pub(crate) fn read_block_sizes(buf: &[u8], dt: &DataType, verify: bool) -> DResu
         1 => Some(NullBuffer::new(BooleanBuffer::new(Buffer::from_slice_ref(r.take(rows.div_ceil(8))?), 0, rows))),
         f => return Err(format!("bad null flag {f}")),
     };
-    let offs = if sized { sized_offsets(&mut r, rows)? } else { r.u32s(rows + 1)? };
+    let offs = var_offsets(&mut r, rows, enc)?;
     let bytes = plen - r.pos;
     check_offsets(&offs, bytes)?;
     let sizes: Vec<u32> = offs.windows(2).map(|w| w[1] - w[0]).collect();
@@ -689,7 +697,7 @@ fn decode_var(
         }
         (offsets, Buffer::from_vec(values))
     } else if enc == Encoding::Plain as u8 || enc == Encoding::Sized as u8 {
-        let offs = if enc == Encoding::Plain as u8 { r.u32s(rows + 1)? } else { sized_offsets(r, rows)? };
+        let offs = var_offsets(r, rows, enc)?;
         let len = *offs.last().unwrap_or(&0) as usize;
         check_offsets(&offs, len)?;
         let start = r.pos;

@@ -106,7 +106,8 @@
 //! The encoding is chosen per block by size: frame-of-reference when its bit-packed size is
 //! below the plain size, dictionary when the dictionary stays under half of the plain size
 //! and the whole encoding is smaller; other strings are sized when every value of the block
-//! is under 64 KiB, plain otherwise (format 1 parts hold no sized blocks). Floats are always plain. NULL slots hold arbitrary
+//! is under 64 KiB (with light encodings on, `TableOptions::encodings`), plain otherwise
+//! (format 1 parts hold no sized blocks). Floats are always plain. NULL slots hold arbitrary
 //! values, masked by the bitmap.
 //!
 //! # Marks and indexes

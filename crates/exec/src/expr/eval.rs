@@ -267,22 +267,6 @@ fn int_div(l: &Val, r: &Val, rem: bool) -> std::result::Result<ArrayRef, ArrowEr
 /// answers as the division: truncation toward zero, the remainder taking the dividend's
 /// sign (ClickHouse's `intDiv` and `%`). `None` for anything else.
 fn int_div_pow2(l: &Val, r: &Val, rem: bool, to: &DataType) -> Option<ArrayRef> {
-    /// `f` of each value (its 64 bits) cut to `to` as `as` does.
-    fn unary_to<I: ArrowPrimitiveType>(a: &ArrayRef, to: &DataType, f: impl Fn(I::Native) -> u64) -> Option<ArrayRef> {
-        use arrow::datatypes::*;
-        let a = a.as_primitive::<I>();
-        Some(match to {
-            DataType::Int8 => Arc::new(a.unary::<_, Int8Type>(|v| f(v) as i8)),
-            DataType::Int16 => Arc::new(a.unary::<_, Int16Type>(|v| f(v) as i16)),
-            DataType::Int32 => Arc::new(a.unary::<_, Int32Type>(|v| f(v) as i32)),
-            DataType::Int64 => Arc::new(a.unary::<_, Int64Type>(|v| f(v) as i64)),
-            DataType::UInt8 => Arc::new(a.unary::<_, UInt8Type>(|v| f(v) as u8)),
-            DataType::UInt16 => Arc::new(a.unary::<_, UInt16Type>(|v| f(v) as u16)),
-            DataType::UInt32 => Arc::new(a.unary::<_, UInt32Type>(|v| f(v) as u32)),
-            DataType::UInt64 => Arc::new(a.unary::<_, UInt64Type>(f)),
-            _ => return None,
-        })
-    }
     let (Val::Array(a), Val::Scalar(c)) = (l, r) else { return None };
     if c.is_null(0) {
         return None;
@@ -294,7 +278,7 @@ fn int_div_pow2(l: &Val, r: &Val, rem: bool, to: &DataType) -> Option<ArrayRef> 
                 return None;
             }
             let (mask, k) = (d - 1, d.trailing_zeros());
-            if rem { unary_to::<UInt64Type>(a, to, |v| v & mask) } else { unary_to::<UInt64Type>(a, to, |v| v >> k) }
+            if rem { unary_wrapping::<UInt64Type>(a, to, |v| v & mask) } else { unary_wrapping::<UInt64Type>(a, to, |v| v >> k) }
         }
         (DataType::Int64, DataType::Int64) => {
             let d = c.as_primitive::<Int64Type>().value(0);
@@ -307,9 +291,9 @@ fn int_div_pow2(l: &Val, r: &Val, rem: bool, to: &DataType) -> Option<ArrayRef> 
             // toward zero instead of rounding down.
             let quot = move |v: i64| (v + ((v >> 63) & mask)) >> k;
             if rem {
-                unary_to::<Int64Type>(a, to, move |v| (v - (quot(v) << k)) as u64)
+                unary_wrapping::<Int64Type>(a, to, move |v| (v - (quot(v) << k)) as u64)
             } else {
-                unary_to::<Int64Type>(a, to, move |v| quot(v) as u64)
+                unary_wrapping::<Int64Type>(a, to, move |v| quot(v) as u64)
             }
         }
         _ => None,
@@ -574,35 +558,28 @@ fn eval_func(func: &Func, args: &[Expr], dtype: &DataType, cols: &[Option<ArrayR
 
 /// Integer `a` as integer type `to`, keeping the low bits (two's complement), as
 /// ClickHouse's CAST between integer types does. One pass from each source type to each
-/// target type (`v as T`, which truncates or sign/zero-extends exactly so).
+/// target type ([`unary_wrapping`]).
 fn wrapping_int_cast(a: &ArrayRef, to: &DataType) -> Result<ArrayRef> {
+    tessera_common::integer_dispatch!(a.data_type(),
+        A => unary_wrapping::<A>(a, to, |v| i128::from(v) as u64)
+            .ok_or_else(|| Error::internal(format!("integer cast to {to}"))),
+        _ => Err(Error::internal(format!("integer cast from {}", a.data_type()))))
+}
+
+/// `f` of each value of integer array `a` (of type `I`), the low bits of its 64 kept as the
+/// integer type `to` (`as`: truncated, or the same bits); `None` if `to` is no integer type.
+fn unary_wrapping<I: ArrowPrimitiveType>(a: &ArrayRef, to: &DataType, f: impl Fn(I::Native) -> u64) -> Option<ArrayRef> {
     use arrow::datatypes::*;
-    macro_rules! to {
-        ($src:ty, $a:expr) => {{
-            let a = $a.as_primitive::<$src>();
-            let out: ArrayRef = match to {
-                DataType::Int8 => Arc::new(a.unary::<_, Int8Type>(|v| v as i8)),
-                DataType::Int16 => Arc::new(a.unary::<_, Int16Type>(|v| v as i16)),
-                DataType::Int32 => Arc::new(a.unary::<_, Int32Type>(|v| v as i32)),
-                DataType::Int64 => Arc::new(a.unary::<_, Int64Type>(|v| v as i64)),
-                DataType::UInt8 => Arc::new(a.unary::<_, UInt8Type>(|v| v as u8)),
-                DataType::UInt16 => Arc::new(a.unary::<_, UInt16Type>(|v| v as u16)),
-                DataType::UInt32 => Arc::new(a.unary::<_, UInt32Type>(|v| v as u32)),
-                DataType::UInt64 => Arc::new(a.unary::<_, UInt64Type>(|v| v as u64)),
-                other => return Err(Error::internal(format!("integer cast to {other}"))),
-            };
-            out
-        }};
-    }
-    Ok(match a.data_type() {
-        DataType::Int8 => to!(Int8Type, a),
-        DataType::Int16 => to!(Int16Type, a),
-        DataType::Int32 => to!(Int32Type, a),
-        DataType::Int64 => to!(Int64Type, a),
-        DataType::UInt8 => to!(UInt8Type, a),
-        DataType::UInt16 => to!(UInt16Type, a),
-        DataType::UInt32 => to!(UInt32Type, a),
-        DataType::UInt64 => to!(UInt64Type, a),
-        other => return Err(Error::internal(format!("integer cast from {other}"))),
+    let a = a.as_primitive::<I>();
+    Some(match to {
+        DataType::Int8 => Arc::new(a.unary::<_, Int8Type>(|v| f(v) as i8)),
+        DataType::Int16 => Arc::new(a.unary::<_, Int16Type>(|v| f(v) as i16)),
+        DataType::Int32 => Arc::new(a.unary::<_, Int32Type>(|v| f(v) as i32)),
+        DataType::Int64 => Arc::new(a.unary::<_, Int64Type>(|v| f(v) as i64)),
+        DataType::UInt8 => Arc::new(a.unary::<_, UInt8Type>(|v| f(v) as u8)),
+        DataType::UInt16 => Arc::new(a.unary::<_, UInt16Type>(|v| f(v) as u16)),
+        DataType::UInt32 => Arc::new(a.unary::<_, UInt32Type>(|v| f(v) as u32)),
+        DataType::UInt64 => Arc::new(a.unary::<_, UInt64Type>(f)),
+        _ => return None,
     })
 }
