@@ -29,7 +29,8 @@ For each --rows value N (ascending), one engine at a time, every step in its own
   4. chDB: a child creates a MergeTree table in a `chdb.session.Session(WORK/chdb-N)` with
      create.sql as is (ClickBench's schema, PRIMARY KEY and settings), `INSERT INTO .. SELECT *
      FROM file(FILE, Parquet)` and `OPTIMIZE TABLE hits FINAL` (both timed: the load, so that no
-     merge runs while queries are timed; size on disk = bytes_on_disk of the active parts); a
+     merge runs while queries are timed; without --keep the Parquet file, read by no later
+     step, is deleted between the two, as the merge needs room for a second copy of the table; size on disk = bytes_on_disk of the active parts); a
      fresh child runs the queries with `SETTINGS max_threads = T`, 1 warm-up + R runs each.
 Peak RSS is per process: every child runs under `/usr/bin/time -v` ("Maximum resident set
 size") when it exists (--rss-method time), else under a small wrapper process that reads
@@ -287,6 +288,11 @@ def child_chdb_load(spec: dict) -> dict:
         q(f"INSERT INTO bench.hits SELECT * FROM file({C.sql_str(spec['file'])}, Parquet) "
           f"SETTINGS max_threads = {th}, max_insert_threads = {th}")
         insert_seconds = time.perf_counter() - t
+        if spec.get("drop_file"):
+            # The last reader of the Parquet file: free its disk before OPTIMIZE FINAL, which
+            # writes the merged part beside the inserted ones (at 100M rows, ~19 GB more).
+            os.remove(spec["file"])
+            log(f"[chdb] removed {spec['file']} (no later step reads it) before OPTIMIZE FINAL")
         parts_before = int(q("SELECT count() FROM system.parts WHERE database = 'bench' AND table = 'hits' "
                              "AND active", "TSV").strip())
         t = time.perf_counter()
@@ -464,7 +470,8 @@ def run_size(args, n: int) -> dict:
         db = work / (f"duckdb-{n}.db" if eng == "duckdb" else f"chdb-{n}")
         rm(db)
         rm(Path(str(db) + ".wal"))
-        spec = {"db": str(db), "file": str(pq), "threads": args.threads, "runs": args.runs, "queries": queries}
+        spec = {"db": str(db), "file": str(pq), "threads": args.threads, "runs": args.runs, "queries": queries,
+                "drop_file": eng == "chdb" and not args.keep}
         try:
             ld = run_py_child(f"{eng}-load", spec)
             e = res["engines"][eng] = {"load": ld, "version": ld["version"], "load_seconds": ld["load_seconds"],

@@ -390,6 +390,37 @@ pub(crate) fn read_block(buf: &[u8], dt: &DataType) -> DResult<ArrayRef> {
 /// verified already is not hashed again: see `Part::verified`). Every length, offset and
 /// index is checked either way.
 pub(crate) fn decode_block(buf: &[u8], dt: &DataType, verify: bool) -> DResult<ArrayRef> {
+    let (enc, rows, payload) = open_block(buf, verify)?;
+    decode_payload(payload.bytes(), payload.whole(), rows, enc, dt)
+}
+
+/// The payload of a block: its stored bytes (codec none) or the decompressed ones, as an
+/// Arrow buffer that plain string values can be sliced out of without a copy.
+enum Payload<'a> {
+    Stored(&'a [u8]),
+    Decoded(Buffer),
+}
+
+impl Payload<'_> {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Payload::Stored(b) => b,
+            Payload::Decoded(b) => b.as_slice(),
+        }
+    }
+
+    /// The buffer the payload is, when it is one.
+    fn whole(&self) -> Option<&Buffer> {
+        match self {
+            Payload::Stored(_) => None,
+            Payload::Decoded(b) => Some(b),
+        }
+    }
+}
+
+/// The encoding, row count and payload of the block at the start of `buf`, its checksum
+/// verified first when `verify`.
+fn open_block(buf: &[u8], verify: bool) -> DResult<(u8, usize, Payload<'_>)> {
     let len = block_len(buf)?;
     if verify {
         check_sum(buf, len)?;
@@ -405,29 +436,19 @@ pub(crate) fn decode_block(buf: &[u8], dt: &DataType, verify: bool) -> DResult<A
     if codec == 1 && plen > stored.len().saturating_mul(255).saturating_add(16) {
         return Err(format!("block declares {plen} payload bytes from {} LZ4 bytes", stored.len()));
     }
-    // The decompressed payload is an Arrow buffer so that plain string values can be
-    // sliced out of it without a copy. Both codecs decode into fresh capacity of `plen`
-    // bytes (a zero-filled buffer was 3% of `AVG(length(URL))`, Q28, from disk at 100M rows)
-    // and write at most that much: more is the codec's error, less is checked here.
-    let decoded = match codec {
-        0 => None,
-        1 => Some(("lz4", lz4_flex::block::decompress(stored, plen).map_err(|e| format!("lz4: {e}"))?)),
-        2 => Some(("zstd", zstd::bulk::decompress(stored, plen).map_err(|e| format!("zstd: {e}"))?)),
+    // Both codecs decode into fresh capacity of `plen` bytes (a zero-filled buffer was 3% of
+    // `AVG(length(URL))`, Q28, from disk at 100M rows) and write at most that much: more is
+    // the codec's error, less is checked here.
+    let (name, out) = match codec {
+        0 => return Ok((enc, rows, Payload::Stored(stored))),
+        1 => ("lz4", lz4_flex::block::decompress(stored, plen).map_err(|e| format!("lz4: {e}"))?),
+        2 => ("zstd", zstd::bulk::decompress(stored, plen).map_err(|e| format!("zstd: {e}"))?),
         c => return Err(format!("unknown codec id {c}")),
     };
-    let mut owned = Buffer::from_vec(Vec::<u8>::new());
-    let payload: &[u8] = match decoded {
-        None => stored,
-        Some((name, out)) => {
-            if out.len() != plen {
-                return Err(format!("{name} gave {} bytes, header says {plen}", out.len()));
-            }
-            owned = Buffer::from_vec(out);
-            &owned
-        }
-    };
-    let whole = (codec != 0).then_some(&owned);
-    decode_payload(payload, whole, rows, enc, dt)
+    if out.len() != plen {
+        return Err(format!("{name} gave {} bytes, header says {plen}", out.len()));
+    }
+    Ok((enc, rows, Payload::Decoded(Buffer::from_vec(out))))
 }
 
 /// Checks the stored checksum of the `len`-byte block at the start of `buf`.
@@ -444,9 +465,9 @@ fn check_sum(buf: &[u8], len: usize) -> DResult<()> {
 /// where the value is NULL), without decoding its values where the layout allows:
 /// a plain (or sized) block's payload starts with the NULL bitmap and the value offsets (or
 /// lengths), so only that prefix is decompressed (an LZ4 block decoded up to there,
-/// [`lz4_prefix`]; a URL block of 8,192 rows decompresses 33 KB of its ~750 KB).
-/// Dictionary blocks and Zstandard are
-/// decoded whole. ClickHouse reads the `.size` subcolumn of a String for `length(s)` and
+/// [`lz4_prefix`]; a URL block of 8,192 rows decompresses 33 KB of its ~750 KB); a
+/// dictionary block's lengths are its entries' lengths looked up by the row indexes, its
+/// values never built. Zstandard blocks are decoded whole. ClickHouse reads the `.size` subcolumn of a String for `length(s)` and
 /// `s = ''` the same way (its sizes are a separate stream). Verifies the checksum first;
 /// a plain or sized block's last offset must be the length of the value bytes its header
 /// implies. `verify`: as [`decode_block`]'s.
@@ -454,6 +475,19 @@ pub(crate) fn read_block_sizes(buf: &[u8], dt: &DataType, verify: bool) -> DResu
     let len = block_len(buf)?;
     let (codec, enc, rows, plen) = (buf[8], buf[9], u32_at(buf, 12) as usize, u32_at(buf, 16) as usize);
     let sized = enc == Encoding::Sized as u8;
+    if matches!(dt, DataType::Utf8 | DataType::Binary) && enc == Encoding::Dict as u8 {
+        // Each row's length is its entry's: the values are never built.
+        let (_, rows, payload) = open_block(buf, verify)?;
+        let mut r = Reader { buf: payload.bytes(), pos: 0 };
+        let nulls = read_nulls(&mut r, rows)?;
+        let dict = Dict::read(&mut r, rows)?;
+        if r.pos != r.buf.len() {
+            return Err(format!("{} trailing payload bytes", r.buf.len() - r.pos));
+        }
+        let lens: Vec<u32> = dict.offs.windows(2).map(|w| w[1] - w[0]).collect();
+        let sizes: Vec<u32> = dict.ids.iter().map(|&id| lens[id as usize]).collect();
+        return Ok(arrow::array::UInt32Array::new(ScalarBuffer::from(sizes), nulls));
+    }
     if !matches!(dt, DataType::Utf8 | DataType::Binary) || !(sized || enc == Encoding::Plain as u8) || !matches!(codec, 0 | 1) {
         let arr = decode_block(buf, dt, verify)?;
         return sizes_of(arr.as_ref());
@@ -479,11 +513,7 @@ pub(crate) fn read_block_sizes(buf: &[u8], dt: &DataType, verify: bool) -> DResu
         &decoded
     };
     let mut r = Reader { buf: prefix, pos: 0 };
-    let nulls = match r.u8()? {
-        0 => None,
-        1 => Some(NullBuffer::new(BooleanBuffer::new(Buffer::from_slice_ref(r.take(rows.div_ceil(8))?), 0, rows))),
-        f => return Err(format!("bad null flag {f}")),
-    };
+    let nulls = read_nulls(&mut r, rows)?;
     let offs = var_offsets(&mut r, rows, enc)?;
     let bytes = plen - r.pos;
     check_offsets(&offs, bytes)?;
@@ -574,17 +604,56 @@ pub(crate) fn lz4_prefix(src: &[u8], at_least: usize, capacity: usize) -> DResul
     Ok(out)
 }
 
+/// The null flag and bitmap that start every payload: `None` when the block has no NULLs.
+fn read_nulls(r: &mut Reader<'_>, rows: usize) -> DResult<Option<NullBuffer>> {
+    match r.u8()? {
+        0 => Ok(None),
+        1 => Ok(Some(NullBuffer::new(BooleanBuffer::new(Buffer::from_slice_ref(r.take(rows.div_ceil(8))?), 0, rows)))),
+        f => Err(format!("bad null flag {f}")),
+    }
+}
+
+/// A dictionary-encoded string block's dictionary and row indexes, checked: the entries'
+/// offsets run monotonic from 0 to the length of `bytes`, and every index names an entry.
+struct Dict<'a> {
+    /// Offsets of the entries in `bytes` (entries + 1 of them).
+    offs: Vec<u32>,
+    bytes: &'a [u8],
+    /// Each row's entry.
+    ids: Vec<u32>,
+}
+
+impl<'a> Dict<'a> {
+    /// Reads the dictionary (entry count, offsets, bytes) and the `rows` indexes (a width
+    /// byte, then 1, 2 or 4 bytes each) from `r`.
+    fn read(r: &mut Reader<'a>, rows: usize) -> DResult<Self> {
+        let n = r.u32()? as usize;
+        let offs = r.u32s(n.checked_add(1).ok_or("length overflow")?)?;
+        let len = *offs.last().unwrap_or(&0) as usize;
+        check_offsets(&offs, len)?;
+        let bytes = r.take(len)?;
+        let width = r.u8()? as usize;
+        let idx = match width {
+            1 | 2 | 4 => r.take(rows.checked_mul(width).ok_or("length overflow")?)?,
+            w => return Err(format!("bad dictionary index width {w}")),
+        };
+        // One loop per width (the generic one copied each index through a 4-byte array).
+        let ids: Vec<u32> = match width {
+            1 => idx.iter().map(|&b| u32::from(b)).collect(),
+            2 => idx.chunks_exact(2).map(|c| u32::from(u16::from_le_bytes([c[0], c[1]]))).collect(),
+            _ => idx.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
+        };
+        if let Some(&id) = ids.iter().max().filter(|&&id| id as usize >= n) {
+            return Err(format!("dictionary index {id} out of range ({n} entries)"));
+        }
+        Ok(Dict { offs, bytes, ids })
+    }
+}
+
 /// Decodes a payload; `whole` is the buffer `payload` spans, when there is one.
 fn decode_payload(payload: &[u8], whole: Option<&Buffer>, rows: usize, enc: u8, dt: &DataType) -> DResult<ArrayRef> {
     let mut r = Reader { buf: payload, pos: 0 };
-    let nulls = match r.u8()? {
-        0 => None,
-        1 => {
-            let bits = r.take(rows.div_ceil(8))?;
-            Some(NullBuffer::new(BooleanBuffer::new(Buffer::from_slice_ref(bits), 0, rows)))
-        }
-        f => return Err(format!("bad null flag {f}")),
-    };
+    let nulls = read_nulls(&mut r, rows)?;
     let arr = tessera_common::int_like_dispatch!(dt, A => decode_ints::<A>(&mut r, rows, enc, nulls)?, _ => match dt {
         DataType::Float32 => plain_prim::<Float32Type>(&mut r, rows, enc, nulls)?,
         DataType::Float64 => plain_prim::<Float64Type>(&mut r, rows, enc, nulls)?,
@@ -620,25 +689,48 @@ where
         return Err(format!("bit width {bits} > 64"));
     }
     let words = r.take((rows.checked_mul(bits).ok_or("length overflow")?).div_ceil(64) * 8)?;
+    // Values are `lo + packed` in `i128`, cut to the type (at most 64 bits: `IntNative`),
+    // so the low 64 bits of the sum, wrapping `u64` arithmetic on `lo`'s low bits, give the
+    // same value.
+    let base = lo as u64;
     let mut out: Vec<A::Native> = Vec::with_capacity(rows);
     if bits == 0 {
         out.resize(rows, A::Native::from_i128(lo));
     } else {
-        let mask: u128 = (1u128 << bits) - 1;
-        let mut acc: u128 = 0;
-        let mut n = 0usize;
-        let mut words = words.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")));
-        for _ in 0..rows {
-            if n < bits {
-                acc |= (words.next().unwrap_or(0) as u128) << n;
-                n += 64;
-            }
-            out.push(A::Native::from_i128(lo + (acc & mask) as i128));
-            acc >>= bits;
-            n -= bits;
+        // Each value from one unaligned load at its first bit's byte: 8 bytes hold it and
+        // the up to 7 bits before it for widths up to 56, 16 bytes beyond. No state carries
+        // from row to row (an accumulator refilled a word at a time did, and was most of a
+        // 63-bit `UserID` block's decoding).
+        let mask = u64::MAX >> (64 - bits);
+        if bits <= 56 {
+            out.extend((0..rows).map(|i| {
+                let bit = i * bits;
+                let v = (u64::from_le_bytes(load_le(words, bit / 8)) >> (bit % 8)) & mask;
+                A::Native::from_i128(base.wrapping_add(v) as i128)
+            }));
+        } else {
+            out.extend((0..rows).map(|i| {
+                let bit = i * bits;
+                let v = (u128::from_le_bytes(load_le(words, bit / 8)) >> (bit % 8)) as u64 & mask;
+                A::Native::from_i128(base.wrapping_add(v) as i128)
+            }));
         }
     }
     Ok(Arc::new(PrimitiveArray::<A>::new(ScalarBuffer::from(out), nulls).with_data_type(A::DATA_TYPE)))
+}
+
+/// The `N` bytes of `words` from `at`, zero past its end (a block's last packed values).
+#[inline(always)]
+fn load_le<const N: usize>(words: &[u8], at: usize) -> [u8; N] {
+    match words.get(at..at + N) {
+        Some(w) => w.try_into().expect("N bytes"),
+        None => {
+            let mut w = [0u8; N];
+            let tail = &words[at.min(words.len())..];
+            w[..tail.len()].copy_from_slice(tail);
+            w
+        }
+    }
 }
 
 fn check_offsets(offs: &[u32], len: usize) -> DResult<()> {
@@ -663,38 +755,40 @@ fn decode_var(
     // dictionary's entries, not every row; a plain one its whole data.
     let mut utf8_ok = false;
     let (offsets, values): (Vec<i32>, Buffer) = if enc == Encoding::Dict as u8 {
-        let n = r.u32()? as usize;
-        let doffs = r.u32s(n.checked_add(1).ok_or("length overflow")?)?;
-        let dlen = *doffs.last().unwrap_or(&0) as usize;
-        check_offsets(&doffs, dlen)?;
-        let dict = r.take(dlen)?;
+        let dict = Dict::read(r, rows)?;
         if *dt == DataType::Utf8 {
             // The dictionary's entries, checked as a plain block's rows are (below).
-            let entries: Vec<i32> = doffs.iter().map(|&o| o as i32).collect();
-            tessera_common::bytes::check_utf8_rows(&entries, dict).map_err(|e| format!("bad string data in dictionary: {e}"))?;
+            let entries: Vec<i32> = dict.offs.iter().map(|&o| o as i32).collect();
+            tessera_common::bytes::check_utf8_rows(&entries, dict.bytes)
+                .map_err(|e| format!("bad string data in dictionary: {e}"))?;
             utf8_ok = true;
         }
-        let width = r.u8()? as usize;
-        if !matches!(width, 1 | 2 | 4) {
-            return Err(format!("bad dictionary index width {width}"));
-        }
-        let idx = r.take(rows.checked_mul(width).ok_or("length overflow")?)?;
+        // The offsets first (each row's entry length added up), then the bytes into a
+        // buffer of exactly their length: no growth, and short entries copied without a
+        // `memcpy` call.
         let mut offsets = Vec::with_capacity(rows + 1);
-        let mut values = Vec::new();
         offsets.push(0i32);
-        for c in idx.chunks_exact(width) {
-            let mut b = [0u8; 4];
-            b[..width].copy_from_slice(c);
-            let id = u32::from_le_bytes(b) as usize;
-            if id >= n {
-                return Err(format!("dictionary index {id} out of range ({n} entries)"));
-            }
-            values.extend_from_slice(&dict[doffs[id] as usize..doffs[id + 1] as usize]);
-            if values.len() > i32::MAX as usize {
-                return Err("string data longer than 2 GiB".into());
-            }
-            offsets.push(values.len() as i32);
+        let mut end = 0u64;
+        for &id in &dict.ids {
+            end += u64::from(dict.offs[id as usize + 1] - dict.offs[id as usize]);
+            offsets.push(end as i32);
         }
+        if end > i32::MAX as u64 {
+            return Err("string data longer than 2 GiB".into());
+        }
+        let mut values: Vec<u8> = Vec::with_capacity(end as usize);
+        let dst = values.as_mut_ptr();
+        for (&id, &at) in dict.ids.iter().zip(&offsets) {
+            let entry = &dict.bytes[dict.offs[id as usize] as usize..dict.offs[id as usize + 1] as usize];
+            // SAFETY: `at` is the sum of the lengths of the rows before this one, and `at +
+            // entry.len()` of those up to it, at most `end`, the capacity of `values`, so the
+            // write stays inside its allocation; `entry` lies in the block's payload, not in
+            // `values`.
+            unsafe { tessera_common::bytes::copy_bytes(dst.add(at as usize), entry) };
+        }
+        // SAFETY: the loop above wrote every byte of `0..end`: each row's range
+        // `offsets[i]..offsets[i + 1]`, and those ranges tile `0..end`.
+        unsafe { values.set_len(end as usize) };
         (offsets, Buffer::from_vec(values))
     } else if enc == Encoding::Plain as u8 || enc == Encoding::Sized as u8 {
         let offs = var_offsets(r, rows, enc)?;
@@ -848,6 +942,82 @@ mod tests {
                 Err(e) => assert!(bad && e.contains("in dictionary: invalid UTF-8 at byte 2"), "{e}"),
             }
         }
+    }
+
+    /// Frame-of-reference blocks of every bit width read back exactly, for signed and
+    /// unsigned types of every size, at the ends of each type's range and with row counts
+    /// that end a block's packed words part-way (the last values' loads fall short of 8
+    /// bytes).
+    #[test]
+    fn for_blocks_of_every_bit_width_round_trip() {
+        use arrow::array::{Int8Array, Int16Array, Int32Array, UInt8Array, UInt32Array, UInt64Array};
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        for rows in [1usize, 7, 8_191, 8_192] {
+            for bits in 1..=64u32 {
+                let span = |w: u32| if bits >= w { u64::MAX >> (64 - w) } else { (1u64 << bits) - 1 };
+                let raw: Vec<u64> = (0..rows).map(|i| match i % 5 { 0 => 0, 1 => u64::MAX, _ => next() }).collect();
+                let arrs: Vec<ArrayRef> = vec![
+                    Arc::new(Int64Array::from(raw.iter().map(|&r| i64::MIN.wrapping_add((r & span(64)) as i64)).collect::<Vec<_>>())),
+                    Arc::new(Int64Array::from(raw.iter().map(|&r| i64::MAX.wrapping_sub((r & span(64)) as i64)).collect::<Vec<_>>())),
+                    Arc::new(UInt64Array::from(raw.iter().map(|&r| r & span(64)).collect::<Vec<_>>())),
+                    Arc::new(UInt64Array::from(raw.iter().map(|&r| u64::MAX - (r & span(64))).collect::<Vec<_>>())),
+                    Arc::new(Int32Array::from(raw.iter().map(|&r| i32::MIN.wrapping_add((r & span(32)) as i32)).collect::<Vec<_>>())),
+                    Arc::new(UInt32Array::from(raw.iter().map(|&r| (r & span(32)) as u32).collect::<Vec<_>>())),
+                    Arc::new(Int16Array::from(raw.iter().map(|&r| i16::MAX.wrapping_sub((r & span(16)) as i16)).collect::<Vec<_>>())),
+                    Arc::new(Int8Array::from(raw.iter().map(|&r| i8::MIN.wrapping_add((r & span(8)) as i8)).collect::<Vec<_>>())),
+                    Arc::new(UInt8Array::from(raw.iter().map(|&r| (r & span(8)) as u8).collect::<Vec<_>>())),
+                ];
+                for arr in arrs {
+                    let mut out = Vec::new();
+                    write_block(arr.as_ref(), Codec::None, true, &mut out).unwrap();
+                    let back = read_block(&out, arr.data_type()).unwrap();
+                    assert_eq!(back.as_ref(), arr.as_ref(), "{} rows, {bits} bits, {}, encoding {}", rows, arr.data_type(), out[9]);
+                }
+            }
+        }
+    }
+
+    /// Dictionary blocks with 1-, 2- and 4-byte indexes (up to 70,000 entries) and NULLs
+    /// read back as written, and their sizes are their entries' lengths; an index past the
+    /// dictionary is an error naming it.
+    #[test]
+    fn dictionary_blocks_of_every_index_width_round_trip() {
+        for (rows, distinct) in [(5_000usize, 7usize), (20_000, 3_000), (300_000, 70_000)] {
+            // The first rows repeat a few values, or the writer gives the dictionary up.
+            let value = |i: usize| if i < 8_192 { i % 10 } else { (i * 7_919) % distinct };
+            let arr: ArrayRef = Arc::new(StringArray::from(
+                (0..rows).map(|i| (i % 11 != 3).then(|| format!("v{}", value(i)))).collect::<Vec<_>>(),
+            ));
+            for codec in [Codec::None, Codec::Lz4] {
+                let mut out = Vec::new();
+                write_block(arr.as_ref(), codec, true, &mut out).unwrap();
+                assert_eq!(out[9], Encoding::Dict as u8, "{rows} rows");
+                assert_eq!(read_block(&out, &DataType::Utf8).unwrap().as_ref(), arr.as_ref());
+                let sizes = read_block_sizes(&out, &DataType::Utf8, true).unwrap();
+                let want: Vec<Option<u32>> = arr.as_string::<i32>().iter().map(|v| v.map(|v| v.len() as u32)).collect();
+                assert_eq!(sizes.iter().collect::<Vec<_>>(), want);
+            }
+        }
+        // Row 0's index set to the entry count (1-byte indexes, no NULLs, codec none).
+        let arr: ArrayRef = Arc::new(StringArray::from((0..3_000).map(|i| format!("v{}", i % 5)).collect::<Vec<_>>()));
+        let mut out = Vec::new();
+        write_block(arr.as_ref(), Codec::None, true, &mut out).unwrap();
+        let p = HEADER_LEN + 1;
+        let n = u32_at(&out, p) as usize;
+        let dict_len = u32_at(&out, p + 4 + 4 * n) as usize;
+        out[p + 4 + 4 * (n + 1) + dict_len + 1] = n as u8;
+        let sum = xxhash_rust::xxh3::xxh3_64(&out[8..]);
+        out[..8].copy_from_slice(&sum.to_le_bytes());
+        let e = read_block(&out, &DataType::Utf8).unwrap_err();
+        assert!(e.contains("dictionary index 5 out of range (5 entries)"), "{e}");
+        let e = read_block_sizes(&out, &DataType::Utf8, true).unwrap_err();
+        assert!(e.contains("dictionary index 5 out of range (5 entries)"), "{e}");
     }
 
     /// A compressed block whose checksum is right but whose header declares a payload
