@@ -467,8 +467,8 @@ fn check_sum(buf: &[u8], len: usize) -> DResult<()> {
 /// lengths), so only that prefix is decompressed (an LZ4 block decoded up to there,
 /// [`lz4_prefix`]; a URL block of 8,192 rows decompresses 33 KB of its ~750 KB); a
 /// dictionary block's lengths are its entries' lengths looked up by the row indexes, its
-/// values never built. Zstandard blocks are decoded whole. ClickHouse reads the `.size` subcolumn of a String for `length(s)` and
-/// `s = ''` the same way (its sizes are a separate stream). Verifies the checksum first;
+/// values never built. Zstandard blocks are decoded whole. ClickHouse reads the `.size`
+/// subcolumn of a String for `length(s)` and `s = ''` the same way (its sizes are a separate stream). Verifies the checksum first;
 /// a plain or sized block's last offset must be the length of the value bytes its header
 /// implies. `verify`: as [`decode_block`]'s.
 pub(crate) fn read_block_sizes(buf: &[u8], dt: &DataType, verify: bool) -> DResult<arrow::array::UInt32Array> {
@@ -486,6 +486,10 @@ pub(crate) fn read_block_sizes(buf: &[u8], dt: &DataType, verify: bool) -> DResu
         }
         let lens: Vec<u32> = dict.offs.windows(2).map(|w| w[1] - w[0]).collect();
         let sizes: Vec<u32> = dict.ids.iter().map(|&id| lens[id as usize]).collect();
+        // As decoding the values would find (an error there, so one here).
+        if sizes.iter().map(|&l| u64::from(l)).sum::<u64>() > i32::MAX as u64 {
+            return Err("string data longer than 2 GiB".into());
+        }
         return Ok(arrow::array::UInt32Array::new(ScalarBuffer::from(sizes), nulls));
     }
     if !matches!(dt, DataType::Utf8 | DataType::Binary) || !(sized || enc == Encoding::Plain as u8) || !matches!(codec, 0 | 1) {
@@ -693,6 +697,11 @@ where
     // so the low 64 bits of the sum, wrapping `u64` arithmetic on `lo`'s low bits, give the
     // same value.
     let base = lo as u64;
+    // One value repeated (width 0) is the only encoding whose rows the payload does not
+    // bound, so bound the array as payloads are (a damaged row count must not ask for 32 GiB).
+    if bits == 0 && rows.saturating_mul(std::mem::size_of::<A::Native>()) > MAX_PAYLOAD {
+        return Err(format!("block declares {rows} rows of one value: more than {MAX_PAYLOAD} bytes decoded"));
+    }
     let mut out: Vec<A::Native> = Vec::with_capacity(rows);
     if bits == 0 {
         out.resize(rows, A::Native::from_i128(lo));
@@ -818,9 +827,9 @@ fn decode_var(
         // SAFETY: `new_unchecked` needs offsets that are monotonic, start within and end
         // within `values`, lie on UTF-8 char boundaries, and delimit valid UTF-8; and a null
         // buffer of the array's length. (1) Dictionary blocks: the offsets were built above
-        // by appending whole dictionary entries to `values` (monotonic, last =
-        // values.len()), each entry checked to be valid UTF-8, so every row's bytes and
-        // every boundary are valid. (2) Plain and sized blocks: `check_offsets` made the offsets
+        // as running sums of the rows' entry lengths (monotonic from 0, last = values.len()),
+        // and each row's range holds a copy of its whole entry, each entry checked to be
+        // valid UTF-8, so every row's bytes and every boundary are valid. (2) Plain and sized blocks: `check_offsets` made the offsets
         // monotonic from 0 to `values.len()`, and `check_utf8_rows` checked every row's
         // bytes to be UTF-8 between character boundaries. (3) The lengths are checked just
         // above.
@@ -947,10 +956,11 @@ mod tests {
     /// Frame-of-reference blocks of every bit width read back exactly, for signed and
     /// unsigned types of every size, at the ends of each type's range and with row counts
     /// that end a block's packed words part-way (the last values' loads fall short of 8
-    /// bytes).
+    /// bytes). The writer packs when that is smaller: at 8,191 rows and more, every width
+    /// below the type's; 64 bits, which it never writes, from a block made by hand.
     #[test]
     fn for_blocks_of_every_bit_width_round_trip() {
-        use arrow::array::{Int8Array, Int16Array, Int32Array, UInt8Array, UInt32Array, UInt64Array};
+        use arrow::array::{Int8Array, Int16Array, Int32Array, UInt8Array, UInt16Array, UInt32Array, UInt64Array};
         let mut rng = 0x9e37_79b9_7f4a_7c15u64;
         let mut next = move || {
             rng ^= rng << 13;
@@ -970,6 +980,7 @@ mod tests {
                     Arc::new(Int32Array::from(raw.iter().map(|&r| i32::MIN.wrapping_add((r & span(32)) as i32)).collect::<Vec<_>>())),
                     Arc::new(UInt32Array::from(raw.iter().map(|&r| (r & span(32)) as u32).collect::<Vec<_>>())),
                     Arc::new(Int16Array::from(raw.iter().map(|&r| i16::MAX.wrapping_sub((r & span(16)) as i16)).collect::<Vec<_>>())),
+                    Arc::new(UInt16Array::from(raw.iter().map(|&r| (r & span(16)) as u16).collect::<Vec<_>>())),
                     Arc::new(Int8Array::from(raw.iter().map(|&r| i8::MIN.wrapping_add((r & span(8)) as i8)).collect::<Vec<_>>())),
                     Arc::new(UInt8Array::from(raw.iter().map(|&r| (r & span(8)) as u8).collect::<Vec<_>>())),
                 ];
@@ -978,9 +989,47 @@ mod tests {
                     write_block(arr.as_ref(), Codec::None, true, &mut out).unwrap();
                     let back = read_block(&out, arr.data_type()).unwrap();
                     assert_eq!(back.as_ref(), arr.as_ref(), "{} rows, {bits} bits, {}, encoding {}", rows, arr.data_type(), out[9]);
+                    let width = 8 * arr.data_type().primitive_width().unwrap() as u32;
+                    if rows >= 8_191 && bits < width {
+                        assert_eq!(out[9], Encoding::For as u8, "{rows} rows, {bits} bits, {}", arr.data_type());
+                    }
                 }
             }
         }
+        // 64-bit packing, made by hand: lo = i64::MIN, 130 rows of `i * 0x0123_4567_89ab_cdef`.
+        let rows = 130usize;
+        let packed: Vec<u64> = (0..rows as u64).map(|i| i.wrapping_mul(0x0123_4567_89ab_cdef)).collect();
+        let mut payload = vec![0u8];
+        payload.extend_from_slice(&i128::from(i64::MIN).to_le_bytes());
+        payload.push(64);
+        packed.iter().for_each(|w| payload.extend_from_slice(&w.to_le_bytes()));
+        let block = hand_block(Encoding::For, rows, &payload);
+        let want: Vec<i64> = packed.iter().map(|&p| i64::MIN.wrapping_add(p as i64)).collect();
+        assert_eq!(read_block(&block, &DataType::Int64).unwrap().as_primitive::<arrow::datatypes::Int64Type>().values().to_vec(), want);
+        // Width 0 (one value) with a damaged row count: an error, not a 32 GiB array.
+        let mut payload = vec![0u8];
+        payload.extend_from_slice(&7i128.to_le_bytes());
+        payload.push(0);
+        let e = read_block(&hand_block(Encoding::For, u32::MAX as usize, &payload), &DataType::Int64).unwrap_err();
+        assert!(e.contains("4294967295 rows of one value"), "{e}");
+        let small = read_block(&hand_block(Encoding::For, 3, &payload), &DataType::Int64).unwrap();
+        assert_eq!(small.as_primitive::<arrow::datatypes::Int64Type>().values().to_vec(), vec![7, 7, 7]);
+    }
+
+    /// An uncompressed block of `rows` rows in encoding `enc` holding `payload`, with its
+    /// checksum.
+    fn hand_block(enc: Encoding, rows: usize, payload: &[u8]) -> Vec<u8> {
+        let mut b = vec![0u8; 8];
+        b.push(Codec::None.id());
+        b.push(enc as u8);
+        b.extend_from_slice(&[0, 0]);
+        b.extend_from_slice(&(rows as u32).to_le_bytes());
+        b.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        b.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        b.extend_from_slice(payload);
+        let sum = xxhash_rust::xxh3::xxh3_64(&b[8..]);
+        b[..8].copy_from_slice(&sum.to_le_bytes());
+        b
     }
 
     /// Dictionary blocks with 1-, 2- and 4-byte indexes (up to 70,000 entries) and NULLs
@@ -1018,6 +1067,17 @@ mod tests {
         assert!(e.contains("dictionary index 5 out of range (5 entries)"), "{e}");
         let e = read_block_sizes(&out, &DataType::Utf8, true).unwrap_err();
         assert!(e.contains("dictionary index 5 out of range (5 entries)"), "{e}");
+        // One 1 MiB entry on 2,100 rows: 2.2 GB of values, past 32-bit offsets, for both.
+        let mut payload = vec![0u8];
+        payload.extend_from_slice(&1u32.to_le_bytes());
+        payload.extend_from_slice(&0u32.to_le_bytes());
+        payload.extend_from_slice(&(1u32 << 20).to_le_bytes());
+        payload.resize(payload.len() + (1 << 20), b'a');
+        payload.push(1);
+        payload.resize(payload.len() + 2_100, 0);
+        let block = hand_block(Encoding::Dict, 2_100, &payload);
+        assert!(read_block(&block, &DataType::Utf8).unwrap_err().contains("longer than 2 GiB"));
+        assert!(read_block_sizes(&block, &DataType::Utf8, true).unwrap_err().contains("longer than 2 GiB"));
     }
 
     /// A compressed block whose checksum is right but whose header declares a payload
