@@ -129,7 +129,7 @@ unsafe fn eq_mask(v: __m256i, b: __m256i) -> u32 {
 /// Substring test with the first/last-byte filter ([`crate::first_last_search`]): 32
 /// candidate positions at a time.
 #[inline(always)]
-unsafe fn contains_one(hay: &[u8], needle: &[u8]) -> bool {
+pub(crate) unsafe fn contains_one(hay: &[u8], needle: &[u8]) -> bool {
     let (Some(&first), Some(&last)) = (needle.first(), needle.last()) else { return true };
     let k = needle.len();
     // SAFETY: register-only broadcasts; callers are AVX2 functions (this one is inlined
@@ -169,8 +169,26 @@ unsafe fn memchr_one(hay: &[u8], b: u8) -> bool {
 /// The CPU must have AVX2, SSE4.2 and POPCNT.
 #[target_feature(enable = "avx2,sse4.2,popcnt")]
 pub(crate) unsafe fn contains(offsets: &[i32], data: &[u8], needle: &[u8], out: &mut Vec<u64>) {
-    // SAFETY: AVX2 is enabled for this function, into which the closure is inlined.
-    scalar::pack_strings(offsets, data, out, |s| unsafe { contains_one(s, needle) })
+    let k = needle.len();
+    // Not read for an empty needle (the driver goes string by string).
+    let (first, last) = (needle.first().copied().unwrap_or(0), needle.last().copied().unwrap_or(0));
+    let (first_b, last_b) = (_mm256_set1_epi8(first as i8), _mm256_set1_epi8(last as i8));
+    crate::first_last_rows::<32>(
+        offsets,
+        data,
+        needle,
+        out,
+        // SAFETY: 1. the driver calls with pos + 32 + k - 1 <= offsets[n] <= data.len(), so
+        // both 32-byte loads are inside `data`; 2. AVX2 is enabled for this function, into
+        // which the closure is inlined.
+        |pos| unsafe {
+            let a = _mm256_loadu_si256(data.as_ptr().add(pos).cast());
+            let b = _mm256_loadu_si256(data.as_ptr().add(pos + k - 1).cast());
+            u64::from(eq_mask(a, first_b) & eq_mask(b, last_b))
+        },
+        // SAFETY: as 2. above.
+        |s| unsafe { contains_one(s, needle) },
+    )
 }
 
 /// # Safety

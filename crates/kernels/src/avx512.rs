@@ -14,7 +14,7 @@ use crate::scalar::{self, FMIX1, FMIX2, FOLD, SEED0, SEED1};
 use crate::{CmpOp, KernelInt};
 
 family_defaults!(target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,sse4.2,popcnt"));
-pub(crate) use crate::avx2::{contains, hash_strs};
+pub(crate) use crate::avx2::hash_strs;
 
 #[inline(always)]
 unsafe fn fmix(x: __m512i) -> __m512i {
@@ -73,6 +73,35 @@ pub(crate) unsafe fn hash_u128(keys: &[u128], out: &mut [u64]) {
         i += 8;
     }
     scalar::hash_u128_batch(&keys[i..], &mut out[i..]);
+}
+
+/// Bitmap of strings containing `needle`: [`scalar::contains`], 64 starts a step over the
+/// strings' bytes as one haystack ([`crate::first_last_rows`]).
+///
+/// # Safety
+/// The CPU must have AVX-512 F/BW/DQ/VL, AVX2, SSE4.2 and POPCNT.
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,sse4.2,popcnt")]
+pub(crate) unsafe fn contains(offsets: &[i32], data: &[u8], needle: &[u8], out: &mut Vec<u64>) {
+    let k = needle.len();
+    // Not read for an empty needle (the driver goes string by string).
+    let (first, last) = (needle.first().copied().unwrap_or(0), needle.last().copied().unwrap_or(0));
+    let (first_b, last_b) = (_mm512_set1_epi8(first as i8), _mm512_set1_epi8(last as i8));
+    crate::first_last_rows::<64>(
+        offsets,
+        data,
+        needle,
+        out,
+        // SAFETY: 1. the driver calls with pos + 64 + k - 1 <= offsets[n] <= data.len(), so
+        // both 64-byte loads are inside `data`; 2. AVX-512BW is enabled for this function,
+        // into which the closure is inlined.
+        |pos| unsafe {
+            let a = _mm512_loadu_si512(data.as_ptr().add(pos).cast());
+            let b = _mm512_loadu_si512(data.as_ptr().add(pos + k - 1).cast());
+            _mm512_cmpeq_epi8_mask(a, first_b) & _mm512_cmpeq_epi8_mask(b, last_b)
+        },
+        // SAFETY: as 2. above; the AVX2 search needs a subset of these features.
+        |s| unsafe { crate::avx2::contains_one(s, needle) },
+    )
 }
 
 /// # Safety

@@ -267,6 +267,77 @@ pub(crate) fn cmp_by_words<T: KernelInt>(values: &[T], op: CmpOp, c: T, out: &mu
     }
 }
 
+/// Appends to `out` the bitmap of the strings (`offsets` into `data`) that contain `needle`,
+/// searching their bytes as one haystack (as ClickHouse's `LIKE '%x%'` searches a column's
+/// chars, then maps matches to rows) with the first/last-byte filter of
+/// [`first_last_search`]: `masks(pos)` gives bit `j` set where `data[pos + j]` is the
+/// needle's first byte and `data[pos + j + len - 1]` its last (only called with `pos + W +
+/// len - 1 <= offsets[n]`). A verified match counts for the string it starts in when it
+/// also ends there (one spanning two strings does not), and the rest of a matched string
+/// is skipped. Per string instead (`one`) when the needle is empty or the strings' bytes
+/// are shorter than a vector of starts: a URL of 88 bytes took 3 of `first_last_search`'s
+/// 32-byte steps plus its call and tail; here it takes under 3/2 of a 64-byte step. The
+/// result is [`scalar::contains`]'s. `#[inline(always)]` so the closures compile inside
+/// the family's `#[target_feature]` function.
+///
+/// # Panics
+/// As [`scalar::contains`], if an offset is out of `data`'s bounds or offsets decrease.
+#[allow(dead_code)] // reason: no family uses it when TESSERA_SIMD=scalar compiles none
+#[inline(always)]
+pub(crate) fn first_last_rows<const W: usize>(
+    offsets: &[i32],
+    data: &[u8],
+    needle: &[u8],
+    out: &mut Vec<u64>,
+    masks: impl Fn(usize) -> u64,
+    one: impl Fn(&[u8]) -> bool,
+) {
+    let n = offsets.len().saturating_sub(1);
+    let k = needle.len();
+    if n == 0 {
+        return;
+    }
+    let (start, end) = (offsets[0] as usize, offsets[n] as usize);
+    if k == 0 || end < start || end - start < W + k || end > data.len() {
+        // (A malformed array panics in `pack_strings`, as in the scalar kernel.)
+        return scalar::pack_strings(offsets, data, out, one);
+    }
+    let base = out.len();
+    out.resize(base + n.div_ceil(64), 0);
+    let words = &mut out[base..];
+    // The string holding the current candidate, where it ends, and where the next string
+    // not yet found to match starts.
+    let (mut row, mut row_end, mut skip) = (0usize, offsets[1] as usize, start);
+    let mut check = |at0: usize, mut m: u64| {
+        while m != 0 {
+            let at = at0 + m.trailing_zeros() as usize;
+            m &= m - 1;
+            if at < skip || (k > 2 && data[at + 1..at + k - 1] != needle[1..k - 1]) {
+                continue;
+            }
+            while row_end <= at {
+                row += 1;
+                row_end = offsets[row + 1] as usize;
+            }
+            if at + k <= row_end {
+                words[row / 64] |= 1 << (row % 64);
+                skip = row_end;
+            }
+        }
+    };
+    let last = end - k; // the last start
+    let mut pos = start;
+    while pos + W <= last + 1 {
+        check(pos, masks(pos));
+        pos += W;
+    }
+    if pos <= last {
+        // One more vector ending at the last start, overlapping the checked ones.
+        let at0 = last + 1 - W;
+        check(at0, masks(at0) & !((1u64 << (pos - at0)) - 1));
+    }
+}
+
 /// Whether `needle` occurs in `hay`, by the first/last-byte filter (Muła, "SIMD-friendly
 /// algorithms for substring searching"): `masks(pos)` gives bit `j` set for each of the
 /// `W` start positions `pos + j` whose byte equals the needle's first byte and whose byte

@@ -175,7 +175,19 @@ fn memchr_one(hay: &[u8], b: u8) -> bool {
 /// None beyond the shared signature.
 #[inline]
 pub(crate) unsafe fn contains(offsets: &[i32], data: &[u8], needle: &[u8], out: &mut Vec<u64>) {
-    scalar::pack_strings(offsets, data, out, |s| contains_one(s, needle))
+    let k = needle.len();
+    // Not read for an empty needle (the driver goes string by string).
+    let (first, last) = (needle.first().copied().unwrap_or(0), needle.last().copied().unwrap_or(0));
+    let (first_b, last_b) = (u8x16::splat(first), u8x16::splat(last));
+    crate::first_last_rows::<16>(
+        offsets,
+        data,
+        needle,
+        out,
+        // The driver calls with pos + 16 + k - 1 <= data.len(): both loads are inside `data`.
+        |pos| u64::from(eq_mask(load16(data, pos), first_b) & eq_mask(load16(data, pos + k - 1), last_b)),
+        |s| contains_one(s, needle),
+    )
 }
 
 // ---------------------------------------------------------------------------------------

@@ -256,6 +256,47 @@ fn contains_agrees() {
     }
 }
 
+/// The whole-column search (`first_last_rows`) at its edges, against the scalar kernel: a
+/// needle whose pieces end one string and start the next (no match), sliced offsets not
+/// starting at 0, empty strings, a bitmap appended after an earlier word, a match in the
+/// last bytes, and inputs around one vector of starts (16 to 64 bytes, either side).
+#[test]
+fn contains_does_not_match_across_strings() {
+    let needles: [&[u8]; 5] = [b"google", b"gg", b"g", b"ge", b"oog"];
+    for fam in families() {
+        for nd in needles {
+            let strs: Vec<Vec<u8>> = (0..300)
+                .map(|i| match i % 6 {
+                    0 => b"xxgoo".to_vec(),
+                    1 => b"glexx".to_vec(),
+                    2 => Vec::new(),
+                    3 => b"ag".to_vec(),
+                    4 => [&b"zz"[..], nd, b"q"].concat(),
+                    _ => (0..i % 70).map(|j| b"gole"[j % 4]).collect(),
+                })
+                .chain([[&b"ab"[..], nd].concat()])
+                .collect();
+            let (offsets, data) = arrow_layout(&strs);
+            let n = strs.len();
+            for (lo, hi) in [(0, n), (1, n), (7, 200), (3, 4), (5, 9), (0, 1), (0, 2), (6, 13), (6, 19), (n - 2, n), (n - 1, n)] {
+                let o = &offsets[lo..=hi];
+                let (mut a, mut b) = (vec![u64::MAX], vec![u64::MAX]);
+                (scalar().contains)(o, &data, nd, &mut a);
+                (fam.contains)(o, &data, nd, &mut b);
+                assert_eq!(a, b, "{} contains {:?}, strings {lo}..{hi}", fam.level, String::from_utf8_lossy(nd));
+            }
+        }
+        // "xxgoo" then "glexx", 100 times: the bytes hold "google" 100 times, no string does.
+        let strs: Vec<Vec<u8>> = (0..200).map(|i| if i % 2 == 0 { b"xxgoo".to_vec() } else { b"glexx".to_vec() }).collect();
+        let (offsets, data) = arrow_layout(&strs);
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        (scalar().contains)(&offsets, &data, b"google", &mut a);
+        (fam.contains)(&offsets, &data, b"google", &mut b);
+        assert_eq!(a, vec![0; 4]);
+        assert_eq!(b, a, "{} found a match across strings", fam.level);
+    }
+}
+
 trait Gen: SelectInt + std::fmt::Debug + PartialEq {
     fn from_u64(x: u64) -> Self;
 }
