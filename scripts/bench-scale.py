@@ -29,8 +29,9 @@ For each --rows value N (ascending), one engine at a time, every step in its own
   4. chDB: a child creates a MergeTree table in a `chdb.session.Session(WORK/chdb-N)` with
      create.sql as is (ClickBench's schema, PRIMARY KEY and settings), `INSERT INTO .. SELECT *
      FROM file(FILE, Parquet)` and `OPTIMIZE TABLE hits FINAL` (both timed: the load, so that no
-     merge runs while queries are timed; without --keep the Parquet file, read by no later
-     step, is deleted between the two, as the merge needs room for a second copy of the table; size on disk = bytes_on_disk of the active parts); a
+     merge runs while queries are timed; merges are stopped during the insert, and without
+     --keep the Parquet file, read by no later step, is deleted before OPTIMIZE, as the merge
+     needs room for a second copy of the table; size on disk = bytes_on_disk of the active parts); a
      fresh child runs the queries with `SETTINGS max_threads = T`, 1 warm-up + R runs each.
 Peak RSS is per process: every child runs under `/usr/bin/time -v` ("Maximum resident set
 size") when it exists (--rss-method time), else under a small wrapper process that reads
@@ -284,6 +285,11 @@ def child_chdb_load(spec: dict) -> dict:
         q("CREATE DATABASE IF NOT EXISTS bench")
         q(chdb_ddl())
         th = spec["threads"]
+        # No merges while inserting: at 100M rows on this VM's ~50 GB of free disk, merges
+        # running beside the insert reserved room for a second copy of what they merged and
+        # the insert failed ("Cannot reserve 268.18 MiB, not enough space"); OPTIMIZE FINAL
+        # merges everything once the Parquet file is gone.
+        q("SYSTEM STOP MERGES bench.hits")
         t = time.perf_counter()
         q(f"INSERT INTO bench.hits SELECT * FROM file({C.sql_str(spec['file'])}, Parquet) "
           f"SETTINGS max_threads = {th}, max_insert_threads = {th}")
@@ -295,6 +301,7 @@ def child_chdb_load(spec: dict) -> dict:
             log(f"[chdb] removed {spec['file']} (no later step reads it) before OPTIMIZE FINAL")
         parts_before = int(q("SELECT count() FROM system.parts WHERE database = 'bench' AND table = 'hits' "
                              "AND active", "TSV").strip())
+        q("SYSTEM START MERGES bench.hits")
         t = time.perf_counter()
         q(f"OPTIMIZE TABLE bench.hits FINAL SETTINGS max_threads = {th}")
         optimize_seconds = time.perf_counter() - t
@@ -310,7 +317,7 @@ def child_chdb_load(spec: dict) -> dict:
             "optimize_seconds": optimize_seconds, "parts_after_insert": parts_before, "parts": int(parts),
             "active_parts_bytes": int(size),
             "load_method": "create.sql (MergeTree, PRIMARY KEY (CounterID, EventDate, UserID, EventTime, WatchID)); "
-                           "INSERT INTO hits SELECT * FROM file(FILE, Parquet); OPTIMIZE TABLE hits FINAL"}
+                           "SYSTEM STOP MERGES; INSERT INTO hits SELECT * FROM file(FILE, Parquet); SYSTEM START MERGES; OPTIMIZE TABLE hits FINAL"}
 
 
 def child_chdb_query(spec: dict) -> dict:
