@@ -468,9 +468,10 @@ fn check_sum(buf: &[u8], len: usize) -> DResult<()> {
 /// [`lz4_prefix`]; a URL block of 8,192 rows decompresses 33 KB of its ~750 KB); a
 /// dictionary block's lengths are its entries' lengths looked up by the row indexes, its
 /// values never built. Zstandard blocks are decoded whole. ClickHouse reads the `.size`
-/// subcolumn of a String for `length(s)` and `s = ''` the same way (its sizes are a separate stream). Verifies the checksum first;
-/// a plain or sized block's last offset must be the length of the value bytes its header
-/// implies. `verify`: as [`decode_block`]'s.
+/// subcolumn of a String for `length(s)` and `s = ''` the same way (its sizes are a
+/// separate stream). Verifies the checksum first; a plain or sized block's last offset
+/// must be the length of the value bytes its header implies, a dictionary block's values
+/// must fit 2 GiB as when decoded. `verify`: as [`decode_block`]'s.
 pub(crate) fn read_block_sizes(buf: &[u8], dt: &DataType, verify: bool) -> DResult<arrow::array::UInt32Array> {
     let len = block_len(buf)?;
     let (codec, enc, rows, plen) = (buf[8], buf[9], u32_at(buf, 12) as usize, u32_at(buf, 16) as usize);
@@ -484,12 +485,7 @@ pub(crate) fn read_block_sizes(buf: &[u8], dt: &DataType, verify: bool) -> DResu
         if r.pos != r.buf.len() {
             return Err(format!("{} trailing payload bytes", r.buf.len() - r.pos));
         }
-        let lens: Vec<u32> = dict.offs.windows(2).map(|w| w[1] - w[0]).collect();
-        let sizes: Vec<u32> = dict.ids.iter().map(|&id| lens[id as usize]).collect();
-        // As decoding the values would find (an error there, so one here).
-        if sizes.iter().map(|&l| u64::from(l)).sum::<u64>() > i32::MAX as u64 {
-            return Err("string data longer than 2 GiB".into());
-        }
+        let sizes: Vec<u32> = dict.ids.iter().map(|&id| dict.lens[id as usize]).collect();
         return Ok(arrow::array::UInt32Array::new(ScalarBuffer::from(sizes), nulls));
     }
     if !matches!(dt, DataType::Utf8 | DataType::Binary) || !(sized || enc == Encoding::Plain as u8) || !matches!(codec, 0 | 1) {
@@ -618,13 +614,18 @@ fn read_nulls(r: &mut Reader<'_>, rows: usize) -> DResult<Option<NullBuffer>> {
 }
 
 /// A dictionary-encoded string block's dictionary and row indexes, checked: the entries'
-/// offsets run monotonic from 0 to the length of `bytes`, and every index names an entry.
+/// offsets run monotonic from 0 to the length of `bytes`, every index names an entry, and
+/// the rows' values add up to at most 2 GiB (`i32` offsets).
 struct Dict<'a> {
     /// Offsets of the entries in `bytes` (entries + 1 of them).
     offs: Vec<u32>,
+    /// Length of each entry.
+    lens: Vec<u32>,
     bytes: &'a [u8],
     /// Each row's entry.
     ids: Vec<u32>,
+    /// Bytes of all the rows' values.
+    total: usize,
 }
 
 impl<'a> Dict<'a> {
@@ -650,7 +651,13 @@ impl<'a> Dict<'a> {
         if let Some(&id) = ids.iter().max().filter(|&&id| id as usize >= n) {
             return Err(format!("dictionary index {id} out of range ({n} entries)"));
         }
-        Ok(Dict { offs, bytes, ids })
+        let lens: Vec<u32> = offs.windows(2).map(|w| w[1] - w[0]).collect();
+        // At most 2^32 rows of at most 2^31 bytes: the sum fits a u64.
+        let total: u64 = ids.iter().map(|&id| u64::from(lens[id as usize])).sum();
+        if total > i32::MAX as u64 {
+            return Err("string data longer than 2 GiB".into());
+        }
+        Ok(Dict { offs, lens, bytes, ids, total: total as usize })
     }
 }
 
@@ -777,27 +784,26 @@ fn decode_var(
         // `memcpy` call.
         let mut offsets = Vec::with_capacity(rows + 1);
         offsets.push(0i32);
-        let mut end = 0u64;
+        // Never past `dict.total` <= i32::MAX (`Dict::read`).
+        let mut end = 0i32;
         for &id in &dict.ids {
-            end += u64::from(dict.offs[id as usize + 1] - dict.offs[id as usize]);
-            offsets.push(end as i32);
+            end += dict.lens[id as usize] as i32;
+            offsets.push(end);
         }
-        if end > i32::MAX as u64 {
-            return Err("string data longer than 2 GiB".into());
-        }
-        let mut values: Vec<u8> = Vec::with_capacity(end as usize);
+        let mut values: Vec<u8> = Vec::with_capacity(dict.total);
         let dst = values.as_mut_ptr();
         for (&id, &at) in dict.ids.iter().zip(&offsets) {
-            let entry = &dict.bytes[dict.offs[id as usize] as usize..dict.offs[id as usize + 1] as usize];
+            let start = dict.offs[id as usize] as usize;
+            let entry = &dict.bytes[start..start + dict.lens[id as usize] as usize];
             // SAFETY: `at` is the sum of the lengths of the rows before this one, and `at +
-            // entry.len()` of those up to it, at most `end`, the capacity of `values`, so the
-            // write stays inside its allocation; `entry` lies in the block's payload, not in
-            // `values`.
+            // entry.len()` of those up to it, at most `dict.total`, the capacity of `values`,
+            // so the write stays inside its allocation; `entry` lies in the block's payload,
+            // not in `values`.
             unsafe { tessera_common::bytes::copy_bytes(dst.add(at as usize), entry) };
         }
-        // SAFETY: the loop above wrote every byte of `0..end`: each row's range
-        // `offsets[i]..offsets[i + 1]`, and those ranges tile `0..end`.
-        unsafe { values.set_len(end as usize) };
+        // SAFETY: the loop above wrote every byte of `0..dict.total`: each row's range
+        // `offsets[i]..offsets[i + 1]`, and those ranges tile it.
+        unsafe { values.set_len(dict.total) };
         (offsets, Buffer::from_vec(values))
     } else if enc == Encoding::Plain as u8 || enc == Encoding::Sized as u8 {
         let offs = var_offsets(r, rows, enc)?;
