@@ -273,15 +273,17 @@ pub(crate) fn cmp_by_words<T: KernelInt>(values: &[T], op: CmpOp, c: T, out: &mu
 /// [`first_last_search`]: `masks(pos)` gives bit `j` set where `data[pos + j]` is the
 /// needle's first byte and `data[pos + j + len - 1]` its last (only called with `pos + W +
 /// len - 1 <= offsets[n]`). A verified match counts for the string it starts in when it
-/// also ends there (one spanning two strings does not), and the rest of a matched string
-/// is skipped. Per string instead (`one`) when the needle is empty or the strings' bytes
+/// also ends there (one spanning two strings does not); candidates in the rest of a
+/// matched string are not verified. Per string instead (`one`) when the needle is empty or the strings' bytes
 /// are shorter than a vector of starts: a URL of 88 bytes took 3 of `first_last_search`'s
 /// 32-byte steps plus its call and tail; here it takes under 3/2 of a 64-byte step. The
 /// result is [`scalar::contains`]'s. `#[inline(always)]` so the closures compile inside
 /// the family's `#[target_feature]` function.
 ///
 /// # Panics
-/// As [`scalar::contains`], if an offset is out of `data`'s bounds or offsets decrease.
+/// If an offset is out of `data`'s bounds, as [`scalar::contains`]. Offsets that decrease
+/// (no valid Arrow array has them) give an unspecified bitmap or a panic, never an
+/// out-of-bounds access.
 #[allow(dead_code)] // reason: no family uses it when TESSERA_SIMD=scalar compiles none
 #[inline(always)]
 pub(crate) fn first_last_rows<const W: usize>(

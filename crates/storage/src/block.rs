@@ -959,6 +959,16 @@ mod tests {
         }
     }
 
+    /// A fixed-seed xorshift64 generator for test data.
+    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
     /// Frame-of-reference blocks of every bit width read back exactly, for signed and
     /// unsigned types of every size, at the ends of each type's range and with row counts
     /// that end a block's packed words part-way (the last values' loads fall short of 8
@@ -967,13 +977,7 @@ mod tests {
     #[test]
     fn for_blocks_of_every_bit_width_round_trip() {
         use arrow::array::{Int8Array, Int16Array, Int32Array, UInt8Array, UInt16Array, UInt32Array, UInt64Array};
-        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         for rows in [1usize, 7, 8_191, 8_192] {
             for bits in 1..=64u32 {
                 let span = |w: u32| if bits >= w { u64::MAX >> (64 - w) } else { (1u64 << bits) - 1 };
@@ -1123,13 +1127,7 @@ mod tests {
     /// damaged streams are errors, not panics.
     #[test]
     fn lz4_prefixes_are_the_start_of_the_payload() {
-        let mut rng = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         let text: Vec<u8> = (0..20_000).map(|i| b"http://example.com/page?id="[i % 27] ^ ((i / 500) as u8 & 1)).collect();
         let runs: Vec<u8> = (0..5_000).map(|i| (i / 700) as u8).collect();
         let noise: Vec<u8> = (0..3_000).map(|_| next() as u8).collect();
