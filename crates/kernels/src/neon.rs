@@ -3,8 +3,9 @@
 //!
 //! Hand-written: 64-bit key hashing (NEON has no 64-bit lane multiply: `fmix64`'s
 //! multiplies are built from `umull` and `mul`/`mla` on 32-bit halves), comparisons to bitmaps (lane masks narrowed to bytes, then
-//! weighted and pairwise-added into one 64-bit word: NEON has no movemask), and "string is
-//! (not) empty" over offsets. The other kernels are the scalar bodies compiled with NEON.
+//! weighted and pairwise-added into one 64-bit word: NEON has no movemask), "string is
+//! (not) empty" over offsets, and `LIKE '%x%'` over a column's bytes (the same words from
+//! first/last-byte compares). The other kernels are the scalar bodies compiled with NEON.
 //!
 //! Every function is `unsafe` only because it needs the CPU features named in its
 //! `#[target_feature]`; none reads or writes outside its slices.
@@ -224,6 +225,35 @@ fn cmp_typed<T: Cmp16>(values: &[T], op: CmpOp, c: T, out: &mut Vec<u64>) {
             masks_to_word([T::mask16(p, op, c), T::mask16(p.add(16), op, c), T::mask16(p.add(32), op, c), T::mask16(p.add(48), op, c)])
         }
     })
+}
+
+/// Bitmap of strings containing `needle`: [`scalar::contains`], 64 starts a step over the
+/// strings' bytes as one haystack ([`crate::first_last_rows`]): four 16-byte compares with
+/// the first byte and four with the last, folded into one word by [`masks_to_word`].
+///
+/// # Safety
+/// The CPU must have NEON.
+#[target_feature(enable = "neon")]
+pub(crate) unsafe fn contains(offsets: &[i32], data: &[u8], needle: &[u8], out: &mut Vec<u64>) {
+    let k = needle.len();
+    // Not read for an empty needle (the driver goes string by string).
+    let (first, last) = (needle.first().copied().unwrap_or(0), needle.last().copied().unwrap_or(0));
+    crate::first_last_rows::<64>(
+        offsets,
+        data,
+        needle,
+        out,
+        // SAFETY: the driver calls with pos + 64 + k - 1 <= offsets[n] <= data.len(), so the
+        // eight 16-byte loads (at pos + 16j and pos + k - 1 + 16j, j < 4) are inside `data`;
+        // NEON is enabled for this function, into which the closure is inlined.
+        |pos| unsafe {
+            let (p, q) = (data.as_ptr().add(pos), data.as_ptr().add(pos + k - 1));
+            let (first_b, last_b) = (vdupq_n_u8(first), vdupq_n_u8(last));
+            let m = |j: usize| vandq_u8(vceqq_u8(vld1q_u8(p.add(16 * j)), first_b), vceqq_u8(vld1q_u8(q.add(16 * j)), last_b));
+            masks_to_word([m(0), m(1), m(2), m(3)])
+        },
+        |s| scalar::contains_one(s, needle),
+    )
 }
 
 /// # Safety
