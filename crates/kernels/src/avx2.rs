@@ -170,8 +170,7 @@ unsafe fn memchr_one(hay: &[u8], b: u8) -> bool {
 #[target_feature(enable = "avx2,sse4.2,popcnt")]
 pub(crate) unsafe fn contains(offsets: &[i32], data: &[u8], needle: &[u8], out: &mut Vec<u64>) {
     let k = needle.len();
-    // Not read for an empty needle (the driver goes string by string).
-    let (first, last) = (needle.first().copied().unwrap_or(0), needle.last().copied().unwrap_or(0));
+    let (first, last) = crate::needle_ends(needle);
     let (first_b, last_b) = (_mm256_set1_epi8(first as i8), _mm256_set1_epi8(last as i8));
     crate::first_last_rows::<32>(
         offsets,

@@ -83,8 +83,7 @@ pub(crate) unsafe fn hash_u128(keys: &[u128], out: &mut [u64]) {
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,sse4.2,popcnt")]
 pub(crate) unsafe fn contains(offsets: &[i32], data: &[u8], needle: &[u8], out: &mut Vec<u64>) {
     let k = needle.len();
-    // Not read for an empty needle (the driver goes string by string).
-    let (first, last) = (needle.first().copied().unwrap_or(0), needle.last().copied().unwrap_or(0));
+    let (first, last) = crate::needle_ends(needle);
     let (first_b, last_b) = (_mm512_set1_epi8(first as i8), _mm512_set1_epi8(last as i8));
     crate::first_last_rows::<64>(
         offsets,

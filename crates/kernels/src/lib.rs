@@ -267,6 +267,15 @@ pub(crate) fn cmp_by_words<T: KernelInt>(values: &[T], op: CmpOp, c: T, out: &mu
     }
 }
 
+/// The first and last byte of `needle`, whose broadcasts a family's `masks` for
+/// [`first_last_rows`] compares with; 0 for an empty needle, which the driver searches
+/// string by string without calling `masks`.
+#[allow(dead_code)] // reason: no family uses it when TESSERA_SIMD=scalar compiles none
+#[inline(always)]
+pub(crate) fn needle_ends(needle: &[u8]) -> (u8, u8) {
+    (needle.first().copied().unwrap_or(0), needle.last().copied().unwrap_or(0))
+}
+
 /// Appends to `out` the bitmap of the strings (`offsets` into `data`) that contain `needle`,
 /// searching their bytes as one haystack (as ClickHouse's `LIKE '%x%'` searches a column's
 /// chars, then maps matches to rows) with the first/last-byte filter of

@@ -236,8 +236,7 @@ fn cmp_typed<T: Cmp16>(values: &[T], op: CmpOp, c: T, out: &mut Vec<u64>) {
 #[target_feature(enable = "neon")]
 pub(crate) unsafe fn contains(offsets: &[i32], data: &[u8], needle: &[u8], out: &mut Vec<u64>) {
     let k = needle.len();
-    // Not read for an empty needle (the driver goes string by string).
-    let (first, last) = (needle.first().copied().unwrap_or(0), needle.last().copied().unwrap_or(0));
+    let (first, last) = crate::needle_ends(needle);
     crate::first_last_rows::<64>(
         offsets,
         data,

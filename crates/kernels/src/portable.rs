@@ -176,8 +176,7 @@ fn memchr_one(hay: &[u8], b: u8) -> bool {
 #[inline]
 pub(crate) unsafe fn contains(offsets: &[i32], data: &[u8], needle: &[u8], out: &mut Vec<u64>) {
     let k = needle.len();
-    // Not read for an empty needle (the driver goes string by string).
-    let (first, last) = (needle.first().copied().unwrap_or(0), needle.last().copied().unwrap_or(0));
+    let (first, last) = crate::needle_ends(needle);
     let (first_b, last_b) = (u8x16::splat(first), u8x16::splat(last));
     crate::first_last_rows::<16>(
         offsets,
