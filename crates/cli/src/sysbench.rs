@@ -27,8 +27,8 @@
 //! (`use_query_condition_cache = 0`, as on chDB's side; DuckDB has none). Each client sends
 //! its workload's statements back to back for `--duration` seconds after one warm-up
 //! statement; the time of a statement is the engine call only (building its text is not
-//! counted). Read workloads run first,
-//! at every concurrency, then `insert` at every concurrency (it grows the table). Reported
+//! counted). Read workloads run first, at every concurrency, then `insert` at every
+//! concurrency (it grows the table). Reported
 //! per engine, workload and concurrency: QPS, latency p50/p90/p99/max, rows/s (`scan`: table
 //! rows per second; `insert`: rows inserted per second), CPU%. Every answer is checked
 //! (rows per range, one row per point); a wrong answer stops the run with an error.
