@@ -347,6 +347,11 @@ impl GroupKey for (u128, &[u8]) {
     }
 }
 impl GroupKey for Box<[u8]> {
+    /// A serialized key lives in its own allocation, away from its row's neighbours.
+    #[inline(always)]
+    fn prefetch_bytes(&self) {
+        prefetch_slice(self);
+    }
     #[inline]
     fn hash64(&self) -> u64 {
         hash_bytes(self)
