@@ -185,9 +185,12 @@ fn group_by_matches_naive_hashmap() {
             100_000
         };
         s.group_by_force_serialized = forced_serialized;
+        // Automatic radix bits (8 at these sizes) or 256 to 1,024 partitions forced.
+        let radix_bits = [0, 10, 9, 8][case % 4];
+        s.group_by_radix_bits = radix_bits;
         let ctx = format!(
             "case {case}: rows={rows} card={card} types={types:?} threads={threads} two_level={forced_two_level} \
-             serialized={forced_serialized} small_threshold={small_threshold}"
+             serialized={forced_serialized} small_threshold={small_threshold} radix_bits={radix_bits}"
         );
         let (out, profile) = db.sql_profiled(&sql, Some(&s)).unwrap_or_else(|e| panic!("{ctx}: {e}"));
         let b = &out[0];

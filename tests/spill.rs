@@ -139,8 +139,10 @@ fn spilled_group_by_equals_in_memory_for_every_layout() {
         assert_eq!(profile.spills, 0, "{sql}");
         let want = format!("{want:?}");
         for threads in [1, 3] {
-            for (threshold, serialized) in [(100_000, false), (256, false), (256, true)] {
+            // The last case spills 1,024 radix partitions (`group_by_radix_bits`).
+            for (threshold, serialized, radix_bits) in [(100_000, false, 0), (256, false, 0), (256, true, 0), (256, false, 10)] {
                 let mut s = settings(threads);
+                s.group_by_radix_bits = radix_bits;
                 if serialized {
                     s.temporary_files_codec = tessera::TemporaryFilesCodec::None;
                 }
@@ -148,14 +150,15 @@ fn spilled_group_by_equals_in_memory_for_every_layout() {
                 s.group_by_two_level_threshold = threshold;
                 s.group_by_force_serialized = serialized;
                 s.tmp_path = Some(tmp.path().to_path_buf());
-                let case = format!("{sql} / {threads} threads, threshold {threshold}, serialized {serialized}");
+                let case = format!("{sql} / {threads} threads, threshold {threshold}, serialized {serialized}, radix bits {radix_bits}");
                 let (got, profile) = db.sql_profiled(sql, Some(&s)).unwrap_or_else(|e| panic!("{case}: {e}"));
                 assert_eq!(format!("{got:?}"), want, "{case}");
                 assert!(
                     profile.spills > 0 && profile.spilled_runs > 0 && profile.spilled_bytes > 0,
                     "{case}: {profile:?}"
                 );
-                assert!(profile.two_level, "{case}");
+                let partitions = if radix_bits == 0 { 256 } else { 1 << radix_bits };
+                assert_eq!(profile.radix_partitions, partitions, "{case}");
                 assert_no_files(tmp.path());
             }
         }

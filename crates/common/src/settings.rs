@@ -21,6 +21,10 @@ pub struct Settings {
     /// still to come switches at a fifth of it (a table that stays in cache; see
     /// `tessera_exec`'s aggregation).
     pub group_by_two_level_threshold: usize,
+    /// Radix bits of the partitioned GROUP BY: `0` (default) chooses 8 to 10 from the
+    /// groups the query is expected to hold (256 partitions unless a partition would hold
+    /// more than 65,536 groups); 8, 9 or 10 forces 256, 512 or 1,024 partitions.
+    pub group_by_radix_bits: u32,
     /// Debug: use the generic serialized key layout for every GROUP BY, so tests can check
     /// it against the specialised layouts (like DuckDB's `debug_force_*` settings).
     pub group_by_force_serialized: bool,
@@ -119,6 +123,7 @@ impl Default for Settings {
         Settings {
             max_threads: default_threads(),
             group_by_two_level_threshold: 100_000,
+            group_by_radix_bits: 0,
             group_by_force_serialized: false,
             simd_level: None,
             max_memory_usage: 0,
@@ -181,6 +186,7 @@ impl Settings {
     pub const NAMES: &'static [&'static str] = &[
         "max_threads",
         "group_by_two_level_threshold",
+        "group_by_radix_bits",
         "group_by_force_serialized",
         "simd_level",
         "max_memory_usage",
@@ -264,6 +270,13 @@ impl Settings {
             "group_by_two_level_threshold" => {
                 self.group_by_two_level_threshold = parse(value)? as usize;
             }
+            "group_by_radix_bits" => {
+                let n = parse(value)?;
+                if n != 0 && !(8..=10).contains(&n) {
+                    return Err(Error::InvalidArgument(format!("group_by_radix_bits = {n}: 0 (auto), 8, 9 or 10")));
+                }
+                self.group_by_radix_bits = n as u32;
+            }
             "group_by_force_serialized" => self.group_by_force_serialized = flag(parse(value)?)?,
             "query_plan_optimize_lazy_materialization" => {
                 self.query_plan_optimize_lazy_materialization = flag(parse(value)?)?
@@ -345,6 +358,12 @@ mod tests {
         assert!(matches!(s.set("nope", "1"), Err(Error::InvalidArgument(_))));
         s.set("group_by_two_level_threshold", "0").unwrap();
         assert_eq!(s.group_by_two_level_threshold, 0);
+        s.set("group_by_radix_bits", "10").unwrap();
+        assert_eq!(s.group_by_radix_bits, 10);
+        for bad in ["7", "11", "x"] {
+            assert!(matches!(s.set("group_by_radix_bits", bad), Err(Error::InvalidArgument(_))), "{bad}");
+        }
+        assert_eq!(s.group_by_radix_bits, 10);
         s.set("max_memory_usage", "1000000").unwrap();
         assert_eq!(s.max_memory_usage, 1_000_000);
         assert!(matches!(s.set("max_memory_usage", "-1"), Err(Error::InvalidArgument(_))));

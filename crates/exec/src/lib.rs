@@ -64,8 +64,9 @@ pub struct Profile {
     pub layout: Option<&'static str>,
     /// Groups in the final result before LIMIT.
     pub groups: usize,
-    /// Whether the final phase ran over radix partitions.
-    pub two_level: bool,
+    /// Radix partitions the final phase ran over (256 to 1,024, see the
+    /// `group_by_radix_bits` setting); 0 when it merged single tables.
+    pub radix_partitions: usize,
     /// Rows that passed the filter (for a top-N scan, those that also passed the running
     /// bound of `use_top_k_dynamic_filtering`, which depends on the scheduling).
     pub rows_in: usize,
@@ -110,7 +111,7 @@ impl Profile {
     /// one's.
     pub(crate) fn and(self, other: &Profile) -> Profile {
         Profile {
-            two_level: self.two_level || other.two_level,
+            radix_partitions: self.radix_partitions.max(other.radix_partitions),
             hash_table_bytes: self.hash_table_bytes + other.hash_table_bytes,
             peak_memory_bytes: self.peak_memory_bytes.max(other.peak_memory_bytes),
             morsels_skipped: self.morsels_skipped + other.morsels_skipped,

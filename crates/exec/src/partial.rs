@@ -33,7 +33,7 @@ use tessera_common::{Error, Result};
 
 use crate::accum::Accumulator;
 use crate::context::QueryContext;
-use crate::hashtable::{GroupTable, PARTITIONS, partition_of};
+use crate::hashtable::{GroupTable, Radix};
 use crate::keys::{GroupKey, KeyArena};
 use crate::scatter::{partition_counts, scatter_column};
 use crate::spill::{Dec, Enc, Run, SpillFile, corrupt};
@@ -68,8 +68,8 @@ macro_rules! raw_vals {
             fn scatter_from<K>(
                 input: Option<&ArrayRef>,
                 rows: Option<&[u32]>,
-                pids: &[u8],
-                counts: &[usize; PARTITIONS],
+                pids: &[u16],
+                counts: &[usize],
                 parts: &mut [Scattered<K>],
                 a: usize,
                 combine: bool,
@@ -78,7 +78,7 @@ macro_rules! raw_vals {
                 macro_rules! go {
                     ($v:ident, $t:ty) => {{
                         let src = arr.as_primitive::<$t>().values();
-                        let mut vecs = Vec::with_capacity(PARTITIONS);
+                        let mut vecs = Vec::with_capacity(parts.len());
                         for s in parts.iter_mut() {
                             match &mut s.vals[a] {
                                 RawVals::$v(v) => vecs.push(v),
@@ -216,10 +216,11 @@ pub(crate) fn scattered_row_bytes<K: GroupKey>(keys: &[K], inputs: &[Option<&Arr
     (std::mem::size_of::<K>() + heap + hash + vals).max(1)
 }
 
-/// Rows a radix partition's buffers reserve for `rows` rows spread over the partitions:
+/// Rows a radix partition's buffers reserve for `rows` rows spread over `partitions`:
 /// the mean share, an eighth more for the spread of a partition's count, and 16.
-pub(crate) fn buffer_rows_per_partition(rows: usize) -> usize {
-    rows / PARTITIONS + rows / PARTITIONS / 8 + 16
+pub(crate) fn buffer_rows_per_partition(rows: usize, partitions: usize) -> usize {
+    let share = rows / partitions.max(1);
+    share + share / 8 + 16
 }
 
 /// Radix-scatters rows into `parts`: key `keys[j]` (moved out; `keys` is left empty) and
@@ -230,7 +231,7 @@ fn scatter_rows<K: GroupKey>(
     parts: &mut [Scattered<K>],
     keys: &mut Vec<K>,
     hashes: &[u64],
-    pids: &[u8],
+    pids: &[u16],
     inputs: &[Option<&ArrayRef>],
     rows: Option<&[u32]>,
     kern: &Kernels,
@@ -238,7 +239,7 @@ fn scatter_rows<K: GroupKey>(
     if keys.len() != pids.len() || hashes.len() != pids.len() {
         return Err(Error::internal("scatter of rows with unequal keys, hashes and partitions"));
     }
-    let counts = partition_counts(pids);
+    let counts = partition_counts(pids, parts.len());
     let combine = kern.write_combining_scatter();
     if std::mem::needs_drop::<K>() {
         for (k, &p) in keys.iter().zip(pids) {
@@ -483,13 +484,14 @@ impl<K: GroupKey> Partial<K> {
         }
     }
 
-    /// Leaves the single-table state: scatter when `scatter` (no NULL inputs), else split
-    /// into a two-level table.
+    /// Leaves the single-table state for the query's partitioning `radix`: scatter when
+    /// `scatter` (no NULL inputs), else split into a two-level table.
     /// `expect_rows` is the number of rows this worker will probably still add: buffers are
     /// reserved for it up front, so they never grow by copying (untouched capacity costs
     /// address space only).
     pub(crate) fn grow_up(
         &mut self,
+        radix: Radix,
         scatter: bool,
         expect_rows: usize,
         inputs: &[Option<&ArrayRef>],
@@ -498,8 +500,8 @@ impl<K: GroupKey> Partial<K> {
         let Partial::Single(_) = self else { return };
         let Partial::Single(t) = std::mem::replace(self, Partial::Two(Vec::new())) else { unreachable!() };
         *self = if scatter {
-            let per_part = buffer_rows_per_partition(expect_rows);
-            let parts = (0..PARTITIONS)
+            let per_part = buffer_rows_per_partition(expect_rows, radix.partitions());
+            let parts = (0..radix.partitions())
                 .map(|_| Scattered {
                     keys: Vec::with_capacity(per_part),
                     key_heap: 0,
@@ -509,7 +511,7 @@ impl<K: GroupKey> Partial<K> {
                 .collect();
             Partial::Scatter { frozen: t, parts, flushed: Vec::new(), probe: true, copies: false }
         } else {
-            Partial::Two(t.split(new_accs))
+            Partial::Two(t.split(radix, new_accs))
         };
     }
 
@@ -525,6 +527,15 @@ impl<K: GroupKey> Partial<K> {
     /// [`Partial::copies_keys`]).
     pub(crate) fn is_scatter(&self) -> bool {
         matches!(self, Partial::Scatter { .. })
+    }
+
+    /// Radix partitions of the state (1 while a single table).
+    pub(crate) fn partitions(&self) -> usize {
+        match self {
+            Partial::Single(_) | Partial::Fixed(_) => 1,
+            Partial::Two(parts) => parts.len(),
+            Partial::Scatter { parts, .. } => parts.len(),
+        }
     }
 
     /// Whether scattered rows' keys are copies in the worker's arena (see
@@ -595,7 +606,7 @@ impl<K: GroupKey> Partial<K> {
     ) -> Result<(usize, usize)> {
         let Partial::Scatter { frozen, parts, flushed, copies, .. } = self else { return Ok((0, 0)) };
         if flushed.is_empty() {
-            *flushed = std::mem::replace(frozen, GroupTable::new(new_accs(), 0)).split(new_accs);
+            *flushed = std::mem::replace(frozen, GroupTable::new(new_accs(), 0)).split(Radix::with_partitions(parts.len()), new_accs);
         }
         let copied = std::mem::take(copies);
         let (mut rows, mut groups) = (0, 0);
@@ -623,7 +634,7 @@ impl<K: GroupKey> Partial<K> {
             Partial::Single(_) | Partial::Fixed(_) => None,
             Partial::Two(parts) => Some(parts.iter().map(|t| (t.memory_size(), t.memory_size())).collect()),
             Partial::Scatter { frozen, parts, flushed, .. } => {
-                let share = frozen.memory_size() / PARTITIONS;
+                let share = frozen.memory_size() / parts.len().max(1);
                 let table = |p: usize| flushed.get(p).map_or(share, |t| t.memory_size());
                 let raw = self.rows_stay_raw();
                 let bytes = parts.iter().enumerate().map(|(p, r)| {
@@ -641,10 +652,11 @@ impl<K: GroupKey> Partial<K> {
     /// does not aggregate before the final phase, on disk either), and leaves those
     /// partitions empty, the radix buffers' capacity kept: what a worker writes to disk when
     /// it spills. `select[p]` says which partitions go (`None`: all; a single table is
-    /// split and written whole). Keys are not copied: `write` runs while the morsels
-    /// scattered keys borrow are alive.
+    /// split by the query's `radix` and written whole). Keys are not copied: `write` runs
+    /// while the morsels scattered keys borrow are alive.
     pub(crate) fn spill_partitions(
         &mut self,
+        radix: Radix,
         new_accs: &impl Fn() -> Vec<Accumulator>,
         select: Option<&[bool]>,
         mut write: impl FnMut(usize, &[u8], usize) -> Result<()>,
@@ -671,7 +683,7 @@ impl<K: GroupKey> Partial<K> {
             // Its key set would be lost; `aggregate::run` never spills one (it is small).
             Partial::Fixed(_) => return Err(Error::internal("a GROUP BY table of fixed groups spilled")),
             Partial::Single(t) => {
-                for (p, t) in std::mem::replace(t, empty()).split(new_accs).iter().enumerate() {
+                for (p, t) in std::mem::replace(t, empty()).split(radix, new_accs).iter().enumerate() {
                     table(p, t, None)?;
                 }
             }
@@ -682,9 +694,12 @@ impl<K: GroupKey> Partial<K> {
             }
             Partial::Scatter { frozen, parts, flushed, .. } => {
                 // The frozen table is small (at most the two-level threshold's groups).
-                let tables =
-                    if flushed.is_empty() { std::mem::replace(frozen, empty()).split(new_accs) } else { std::mem::take(flushed) };
-                let mut kept = Vec::with_capacity(if select.is_some() { PARTITIONS } else { 0 });
+                let tables = if flushed.is_empty() {
+                    std::mem::replace(frozen, empty()).split(Radix::with_partitions(parts.len()), new_accs)
+                } else {
+                    std::mem::take(flushed)
+                };
+                let mut kept = Vec::with_capacity(if select.is_some() { parts.len() } else { 0 });
                 for (p, (t, rows)) in tables.into_iter().zip(parts.iter_mut()).enumerate() {
                     if goes(p) {
                         table(p, &t, Some(rows))?;
@@ -707,7 +722,7 @@ impl<K: GroupKey> Partial<K> {
     /// its budget by themselves. Does nothing unless scattering.
     pub(crate) fn shrink_buffers(&mut self, rows: usize) {
         let Partial::Scatter { parts, .. } = self else { return };
-        let per_part = rows / PARTITIONS + 16;
+        let per_part = rows / parts.len().max(1) + 16;
         for p in parts {
             p.shrink_to(per_part);
         }
@@ -722,7 +737,7 @@ impl<K: GroupKey> Partial<K> {
     /// over twice the spills). Does nothing unless scattering.
     pub(crate) fn fit_buffers(&mut self, rows: usize) {
         let Partial::Scatter { parts, .. } = self else { return };
-        let per_part = buffer_rows_per_partition(rows);
+        let per_part = buffer_rows_per_partition(rows, parts.len());
         for p in parts {
             p.fit(p.len() + per_part);
         }
@@ -782,11 +797,13 @@ impl<K: GroupKey> Partial<K> {
                 }
             }
             Partial::Two(parts) => {
+                scratch.buckets.resize_with(parts.len(), Vec::new);
                 for b in &mut scratch.buckets {
                     b.clear();
                 }
+                let radix = Radix::with_partitions(parts.len());
                 for (i, &h) in hashes.iter().enumerate() {
-                    scratch.buckets[partition_of(h)].push(i as u32);
+                    scratch.buckets[radix.of(h)].push(i as u32);
                 }
                 for (t, bucket) in parts.iter_mut().zip(&scratch.buckets) {
                     if bucket.is_empty() {
@@ -821,9 +838,10 @@ impl<K: GroupKey> Partial<K> {
                 scratch.miss_hashes.clear();
                 // The misses stay in `keys` (compacted in place) for the scatter.
                 let mut kept = 0;
+                let radix = Radix::with_partitions(parts.len());
                 for (i, &g) in scratch.found.iter().enumerate() {
                     if g == u32::MAX {
-                        scratch.pids.push(partition_of(hashes[i]) as u8);
+                        scratch.pids.push(radix.of(hashes[i]) as u16);
                         scratch.misses.push(sel.map_or(i as u32, |s| s[i]));
                         scratch.miss_hashes.push(hashes[i]);
                         keys.swap(kept, i);
@@ -851,7 +869,7 @@ impl<K: GroupKey> Partial<K> {
                 }
                 scratch.pids.clear();
                 scratch.pids.resize(hashes.len(), 0);
-                (kern.partition_ids)(hashes, crate::hashtable::PARTITION_BITS, &mut scratch.pids);
+                (kern.partition_ids)(hashes, Radix::with_partitions(parts.len()).bits(), &mut scratch.pids);
                 scatter_rows(parts, keys, hashes, &scratch.pids, inputs, sel, kern)?;
             }
         }
@@ -928,7 +946,7 @@ pub(crate) struct Scratch {
     pub(crate) arena: KeyArena,
     gids: Vec<u32>,
     /// Radix partition of each selected row (scatter).
-    pids: Vec<u8>,
+    pids: Vec<u16>,
     rows: Vec<u32>,
     /// Input rows of the scattered rows when some rows hit the frozen table.
     misses: Vec<u32>,
@@ -941,7 +959,7 @@ pub(crate) struct Scratch {
 
 impl Scratch {
     pub(crate) fn new() -> Self {
-        Scratch { buckets: vec![Vec::new(); PARTITIONS], ..Default::default() }
+        Scratch::default()
     }
 }
 
@@ -968,7 +986,7 @@ impl Spilled {
     pub(crate) fn add(&mut self, file: SpillFile, runs: Vec<Vec<(Run, usize)>>) {
         let f = self.files.len();
         self.files.push(file);
-        self.runs.resize_with(PARTITIONS, Vec::new);
+        self.runs.resize_with(self.runs.len().max(runs.len()), Vec::new);
         for (p, rs) in runs.into_iter().enumerate() {
             self.runs[p].extend(rs.into_iter().map(|(run, items)| SpilledRun { file: f, run, items }));
         }
@@ -997,14 +1015,15 @@ struct PartitionInput<K> {
     runs: Vec<SpilledRun>,
 }
 
-/// Final phase over radix partitions: builds each non-empty partition's final table (from
-/// the partials' pieces and the spilled runs) and hands it to `finish`, whose results are
-/// returned, so that only the partitions in flight are in memory. Runs on the current rayon
-/// pool.
+/// Final phase over the query's radix partitions (`radix`, which every partial and spilled
+/// run was made with): builds each non-empty partition's final table (from the partials'
+/// pieces and the spilled runs) and hands it to `finish`, whose results are returned, so
+/// that only the partitions in flight are in memory. Runs on the current rayon pool.
 /// Memory is accounted in `query`: each partition's final table is added when built and
 /// released after `finish`, the partition's inputs released once merged; cancellation is
 /// checked per partition and per run.
 pub(crate) fn finalize_partitioned<K: GroupKey, R: Send>(
+    radix: Radix,
     partials: Vec<Partial<K>>,
     spilled: &Spilled,
     new_accs: &(impl Fn() -> Vec<Accumulator> + Sync),
@@ -1015,16 +1034,16 @@ pub(crate) fn finalize_partitioned<K: GroupKey, R: Send>(
     let prepared: Vec<(Vec<GroupTable<K>>, Option<Vec<Scattered<K>>>)> = partials
         .into_par_iter()
         .map(|p| match p {
-            Partial::Single(t) | Partial::Fixed(t) => (t.split(new_accs), None),
+            Partial::Single(t) | Partial::Fixed(t) => (t.split(radix, new_accs), None),
             Partial::Two(parts) => (parts, None),
             Partial::Scatter { frozen, parts, flushed, .. } if !flushed.is_empty() => {
                 debug_assert_eq!(frozen.len(), 0);
                 (flushed, Some(parts))
             }
-            Partial::Scatter { frozen, parts, .. } => (frozen.split(new_accs), Some(parts)),
+            Partial::Scatter { frozen, parts, .. } => (frozen.split(radix, new_accs), Some(parts)),
         })
         .collect();
-    let mut inputs: Vec<PartitionInput<K>> = (0..PARTITIONS)
+    let mut inputs: Vec<PartitionInput<K>> = (0..radix.partitions())
         .map(|p| PartitionInput {
             tables: Vec::new(),
             rows: Vec::new(),

@@ -3,8 +3,6 @@
 //! with streaming stores). The partitioned aggregation ([`crate::partial`]) scatters its
 //! keys, hashes and aggregate inputs with it.
 
-use crate::hashtable::PARTITIONS;
-
 /// A radix scatter of one column into per-partition vectors: `value(j)` is appended to
 /// `vecs[pids[j]]` for every `j`, in order. Room for `counts[p]` more values is reserved in
 /// each vector first and its first free slot kept as a write cursor, so a row costs one
@@ -16,17 +14,18 @@ use crate::hashtable::PARTITIONS;
 /// others, and every value elsewhere, are stored one by one.
 ///
 /// # Safety
-/// `counts[p]` is the number of entries of `pids` equal to `p`, and `vecs` has one vector
-/// per partition ([`PARTITIONS`]), in partition order.
+/// `counts` has one entry per partition and `counts[p]` is the number of entries of `pids`
+/// equal to `p` ([`partition_counts`]), and `vecs` has one vector per partition, in
+/// partition order.
 pub(crate) unsafe fn scatter_column<T>(
     mut vecs: Vec<&mut Vec<T>>,
-    pids: &[u8],
-    counts: &[usize; PARTITIONS],
+    pids: &[u16],
+    counts: &[usize],
     combine: bool,
     mut value: impl FnMut(usize) -> T,
 ) {
-    debug_assert_eq!(vecs.len(), PARTITIONS);
-    let mut cursors = [std::ptr::null_mut::<T>(); PARTITIONS];
+    debug_assert_eq!(vecs.len(), counts.len());
+    let mut cursors = vec![std::ptr::null_mut::<T>(); counts.len()];
     for ((v, c), &n) in vecs.iter_mut().zip(&mut cursors).zip(counts) {
         if n > 0 {
             v.reserve(n);
@@ -65,7 +64,7 @@ pub(crate) unsafe fn scatter_column<T>(
 ///
 /// # Safety
 /// The `counts[p]` slots past each vector's length are initialised values.
-unsafe fn set_lens<T>(mut vecs: Vec<&mut Vec<T>>, counts: &[usize; PARTITIONS]) {
+unsafe fn set_lens<T>(mut vecs: Vec<&mut Vec<T>>, counts: &[usize]) {
     for (v, &n) in vecs.iter_mut().zip(counts) {
         // SAFETY: the caller's contract; the slots are in the capacity reserved for them.
         unsafe { v.set_len(v.len() + n) };
@@ -91,7 +90,7 @@ struct Line([u8; LINE]);
 
 /// The scatter loop of [`scatter_column`] with software write-combining: each partition's
 /// values are first stored into a line buffer of its own (256 lines, 16 KiB: they stay in
-/// the L1 cache and on four pages), laid out as the destination line the partition's
+/// the L1 cache and on four pages; 64 KiB at 1,024 partitions, in L2), laid out as the destination line the partition's
 /// cursor is in; when a value fills that line, the whole line is copied out at once. Rows
 /// scatter to 256 places, so a store straight to the destination lands on a different
 /// page (a TLB miss) and often a line not in L1 on nearly every row; this way a row costs
@@ -110,11 +109,11 @@ struct Line([u8; LINE]);
 /// `T` needs no drop, and `cursors[p]` points at room for as many values as `pids` holds
 /// entries equal to `p` (it is advanced past them).
 #[cfg(target_arch = "x86_64")]
-unsafe fn scatter_combined<T>(cursors: &mut [*mut T; PARTITIONS], pids: &[u8], mut value: impl FnMut(usize) -> T) {
-    let mut lines = vec![Line([0; LINE]); PARTITIONS];
+unsafe fn scatter_combined<T>(cursors: &mut [*mut T], pids: &[u16], mut value: impl FnMut(usize) -> T) {
+    let mut lines = vec![Line([0; LINE]); cursors.len()];
     // Byte offset in its line of each partition's first value not yet copied out: a
     // partition's first line is partly other data, which must not be overwritten.
-    let mut start = [0u8; PARTITIONS];
+    let mut start = vec![0u8; cursors.len()];
     for (s, c) in start.iter_mut().zip(cursors.iter()) {
         *s = (*c as usize % LINE) as u8;
     }
@@ -139,7 +138,7 @@ unsafe fn scatter_combined<T>(cursors: &mut [*mut T; PARTITIONS], pids: &[u8], m
             }
         }
     }
-    for p in 0..PARTITIONS {
+    for p in 0..cursors.len() {
         let end = cursors[p] as usize % LINE;
         let first = start[p] as usize;
         if end > first {
@@ -183,9 +182,9 @@ unsafe fn flush_line(line: &Line, dst: *mut u8, first: usize) {
     unsafe { std::ptr::copy_nonoverlapping(line.0.as_ptr().add(first), dst.add(first), LINE - first) };
 }
 
-/// Rows per partition among `pids`.
-pub(crate) fn partition_counts(pids: &[u8]) -> [usize; PARTITIONS] {
-    let mut counts = [0usize; PARTITIONS];
+/// Rows per partition among `pids`, for `partitions` partitions (every id is below it).
+pub(crate) fn partition_counts(pids: &[u16], partitions: usize) -> Vec<usize> {
+    let mut counts = vec![0usize; partitions];
     for &p in pids {
         counts[p as usize] += 1;
     }
@@ -208,25 +207,36 @@ mod tests {
             state ^= state << 17;
             state
         };
-        let mut got: Vec<Vec<T>> = (0..PARTITIONS).map(|p| (0..p as u64 % 7).map(&make).collect()).collect();
+        for partitions in [256, 1024] {
+            scatter_matches_pushes_in(combine, &make, partitions, &mut rnd);
+        }
+    }
+
+    fn scatter_matches_pushes_in<T: Copy + PartialEq + std::fmt::Debug>(
+        combine: bool,
+        make: impl Fn(u64) -> T,
+        partitions: usize,
+        rnd: &mut impl FnMut() -> u64,
+    ) {
+        let mut got: Vec<Vec<T>> = (0..partitions).map(|p| (0..p as u64 % 7).map(&make).collect()).collect();
         let mut want = got.clone();
         for (call, rows) in [0usize, 1, 3, 1000, 70_000, 5].into_iter().enumerate() {
             // Partition ids skewed to low partitions, with every 7th partition left empty.
-            let pids: Vec<u8> = (0..rows)
+            let pids: Vec<u16> = (0..rows)
                 .map(|_| {
                     let r = rnd();
-                    let p = if r % 3 == 0 { (r >> 8) % 16 } else { (r >> 8) % PARTITIONS as u64 };
-                    if p % 7 == 3 { 0 } else { p as u8 }
+                    let p = if r % 3 == 0 { (r >> 8) % 16 } else { (r >> 8) % partitions as u64 };
+                    if p % 7 == 3 { 0 } else { p as u16 }
                 })
                 .collect();
             let vals: Vec<T> = (0..rows).map(|j| make((call * 1_000_000 + j) as u64)).collect();
             for (&p, &v) in pids.iter().zip(&vals) {
                 want[p as usize].push(v);
             }
-            let counts = partition_counts(&pids);
+            let counts = partition_counts(&pids, partitions);
             // SAFETY: `counts` counts `pids`; one vector per partition, in order.
             unsafe { scatter_column(got.iter_mut().collect(), &pids, &counts, combine, |j| vals[j]) };
-            assert_eq!(got, want, "call {call}, {rows} rows, {}-byte values, combine {combine}", std::mem::size_of::<T>());
+            assert_eq!(got, want, "call {call}, {rows} rows, {}-byte values, combine {combine}, {partitions} partitions", std::mem::size_of::<T>());
         }
     }
 

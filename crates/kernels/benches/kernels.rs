@@ -164,7 +164,7 @@ fn bench_aggregates_and_partitions(c: &mut Criterion) {
         let half: Vec<u64> = data::u64s(n.div_ceil(64));
         let hashes = data::u64s(n);
         let ts = data::timestamps(n);
-        let mut pids = vec![0u8; n];
+        let mut pids = vec![0u16; n];
         let mut idx = Vec::with_capacity(n);
         let mut mins = Vec::with_capacity(n);
         for k in families() {

@@ -177,17 +177,17 @@ pub(crate) unsafe fn minute_of_hour(ts: &[i64], out: &mut Vec<u8>) {
 /// # Safety
 /// The CPU must have AVX-512 F/BW/DQ/VL, AVX2, SSE4.2 and POPCNT.
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,sse4.2,popcnt")]
-pub(crate) unsafe fn partition_ids(hashes: &[u64], bits: u32, out: &mut [u8]) {
-    assert!((1..=8).contains(&bits), "partition bits must be 1..=8");
+pub(crate) unsafe fn partition_ids(hashes: &[u64], bits: u32, out: &mut [u16]) {
+    assert!((1..=16).contains(&bits), "partition bits must be 1..=16");
     assert_eq!(hashes.len(), out.len(), "partition id output length");
     let shift = _mm_cvtsi32_si128((64 - bits) as i32);
     let mut i = 0;
     while i + 8 <= hashes.len() {
-        // SAFETY: i + 8 <= len: a 64-byte load and an 8-byte store inside the slices.
+        // SAFETY: i + 8 <= len: a 64-byte load and a 16-byte store inside the slices.
         unsafe {
             let h = _mm512_loadu_si512(hashes.as_ptr().add(i).cast());
-            let p = _mm512_cvtepi64_epi8(_mm512_srl_epi64(h, shift));
-            std::ptr::write_unaligned(out.as_mut_ptr().add(i).cast::<i64>(), _mm_cvtsi128_si64(p));
+            let p = _mm512_cvtepi64_epi16(_mm512_srl_epi64(h, shift));
+            _mm_storeu_si128(out.as_mut_ptr().add(i).cast(), p);
         }
         i += 8;
     }

@@ -41,11 +41,12 @@ pub const EMPTY: u8 = 0x80;
 /// line.
 pub const MAX_WIDTH: usize = 64;
 
-/// The control byte of a key with hash `h`: 7 bits of the hash that neither the home slot
-/// (low bits) nor the radix partition (top 8 bits) use, for tables up to 2^48 slots.
+/// The control byte of a key with hash `h`: 7 bits of the hash (47..54) that neither the
+/// home slot (low bits) nor the radix partition (at most the top 10 bits) use, for tables
+/// up to 2^47 slots.
 #[inline(always)]
 pub const fn tag_of(h: u64) -> u8 {
-    ((h >> 48) & 0x7f) as u8
+    ((h >> 47) & 0x7f) as u8
 }
 
 /// The slots of a group that matched, lowest first: one bit per slot, slot `i` at bit

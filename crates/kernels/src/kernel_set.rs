@@ -38,7 +38,7 @@ macro_rules! for_each_kernel {
             /// Bitmap to selection vector: [`scalar::bitmap_to_indices`].
             bitmap_to_indices(words: &[u64], len: usize, out: &mut Vec<u32>) = bitmap_to_indices;
             /// Radix partition ids from the top hash bits: [`scalar::partition_ids`].
-            partition_ids(hashes: &[u64], bits: u32, out: &mut [u8]) = partition_ids;
+            partition_ids(hashes: &[u64], bits: u32, out: &mut [u16]) = partition_ids;
             /// Minute of hour of second timestamps: [`scalar::minute_of_hour`].
             minute_of_hour(ts: &[i64], out: &mut Vec<u8>) = minute_of_hour;
             ;

@@ -499,17 +499,17 @@ pub fn bitmap_to_indices(words: &[u64], len: usize, out: &mut Vec<u32>) {
 // ---------------------------------------------------------------------------------------
 
 /// `out[i] = hashes[i] >> (64 - bits)`: the radix partition of each row from the top
-/// `bits` bits of its hash (`1 <= bits <= 8`).
+/// `bits` bits of its hash (`1 <= bits <= 16`).
 ///
 /// # Panics
-/// If `bits` is not in `1..=8` or `out.len() != hashes.len()`.
+/// If `bits` is not in `1..=16` or `out.len() != hashes.len()`.
 #[inline(always)]
-pub fn partition_ids(hashes: &[u64], bits: u32, out: &mut [u8]) {
-    assert!((1..=8).contains(&bits), "partition bits must be 1..=8");
+pub fn partition_ids(hashes: &[u64], bits: u32, out: &mut [u16]) {
+    assert!((1..=16).contains(&bits), "partition bits must be 1..=16");
     assert_eq!(hashes.len(), out.len(), "partition id output length");
     let shift = 64 - bits;
     for (o, &h) in out.iter_mut().zip(hashes) {
-        *o = (h >> shift) as u8;
+        *o = (h >> shift) as u16;
     }
 }
 
@@ -626,8 +626,10 @@ mod tests {
         assert_eq!(sum(&[1i64, 2, 3, 4], Some(&[0b1010])), 6);
         assert_eq!(min(&[5u8, 2, 9], Some(&[0b101])), Some(5));
         assert_eq!(max(&[5u8, 2, 9], Some(&[0])), None);
-        let mut pids = vec![0u8; 3];
+        let mut pids = vec![0u16; 3];
         partition_ids(&[0, u64::MAX, 1 << 63], 8, &mut pids);
         assert_eq!(pids, vec![0, 255, 128]);
+        partition_ids(&[0, u64::MAX, 1 << 63], 10, &mut pids);
+        assert_eq!(pids, vec![0, 1023, 512]);
     }
 }

@@ -423,8 +423,8 @@ fn selection_and_partition_kernels_agree() {
                 assert_eq!(a, b, "{} bitmap_to_indices n={n}", fam.level);
             }
             let hashes: Vec<u64> = (0..n).map(|_| rng.next()).collect();
-            for bits in 1..=8 {
-                let (mut a, mut b) = (vec![0u8; n], vec![0u8; n]);
+            for bits in 1..=16 {
+                let (mut a, mut b) = (vec![0u16; n], vec![0u16; n]);
                 (scalar().partition_ids)(&hashes, bits, &mut a);
                 (fam.partition_ids)(&hashes, bits, &mut b);
                 assert_eq!(a, b, "{} partition_ids n={n} bits={bits}", fam.level);

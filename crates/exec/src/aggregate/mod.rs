@@ -4,9 +4,11 @@
 //! 1. **Partial** (morsel-driven): each worker filters a morsel to a selection vector,
 //!    extracts and hashes its keys, finds the group ids in its own table and updates the
 //!    aggregate states. A table that grows past `group_by_two_level_threshold` groups
-//!    switches to two levels (256 radix partitions on the top hash bits).
+//!    switches to two levels (radix partitions on the top hash bits: 256, or up to 1,024
+//!    when the first worker to switch expects more than 64K groups a partition,
+//!    [`Radix`]).
 //! 2. **Final**: with one worker the partial table is final. Otherwise, small single-level
-//!    tables merge into the first; else all tables go two-level and the 256 partitions are
+//!    tables merge into the first; else all tables go two-level and the partitions are
 //!    merged in parallel, one task per partition, into disjoint final tables (ClickHouse's
 //!    parallel merge of two-level tables; Leis et al. 2014). No single-threaded merge of
 //!    a large table ever happens.
@@ -39,7 +41,7 @@ use tessera_common::{Error, Result, Settings, TemporaryFilesCodec};
 use crate::Profile;
 use crate::accum::{Accumulator, OrdVal};
 use crate::context::QueryContext;
-use crate::hashtable::{GroupTable, PARTITIONS};
+use crate::hashtable::{GroupTable, Radix};
 use crate::keys::{GroupKey, KeyArena, KeyReader, Layout, NULL_HASH, TieKey, choose_layout};
 use crate::morsel::{Input, MorselColumns, Passed};
 use crate::partial::{Partial, Scratch, Spilled, buffer_rows_per_partition, finalize_partitioned, scatter_ok, scattered_row_bytes};
@@ -135,6 +137,8 @@ struct Ctx<'a> {
     /// `SELECT COUNT(*) [, COUNT(*) ..] .. WHERE ..` without GROUP BY: a morsel's kept rows
     /// are counted ([`Prewhere::count`]), not selected.
     count_only: bool,
+    /// The radix partitioning of this query's two-level tables, chosen once ([`Ctx::radix`]).
+    radix: std::sync::OnceLock<Radix>,
 }
 
 impl Ctx<'_> {
@@ -191,6 +195,16 @@ impl Ctx<'_> {
                 k => Ok(mcols.get(k.column())?.clone()),
             })
             .collect()
+    }
+
+    /// The query's radix partitioning: `group_by_radix_bits` when set, else chosen from
+    /// `groups()`, an estimate of the query's groups, by the first worker that leaves its
+    /// single table (every worker's partitions must be the same ones).
+    fn radix(&self, groups: impl FnOnce() -> usize) -> Radix {
+        *self.radix.get_or_init(|| match self.settings.group_by_radix_bits {
+            0 => Radix::for_groups(groups()),
+            bits => Radix::with_partitions(1 << bits),
+        })
     }
 
     fn new_accs(&self) -> Result<Vec<Accumulator>> {
@@ -303,7 +317,8 @@ pub(super) fn group_by(
         _ => None,
     };
     let count_only = plan.keys.is_empty() && plan.aggs.iter().all(|a| a.func == AggFunc::CountStar);
-    let ctx = Ctx { plan, input: &input, prewhere, other_cols, settings, pool, query, kern, tie, first_keys, count_only };
+    let radix = std::sync::OnceLock::new();
+    let ctx = Ctx { plan, input: &input, prewhere, other_cols, settings, pool, query, kern, tie, first_keys, count_only, radix };
     let r = &reader;
     let (batches, mut profile) = match layout {
         Layout::Unit => run::<(), _, _>(&ctx, |_, _, n, out| {
@@ -435,18 +450,27 @@ impl<K: GroupKey> Worker<K> {
         (morsels.saturating_sub(m + 1) / ctx.settings.max_threads.max(1) * per_morsel).max(per_morsel)
     }
 
+    /// The query's radix partitioning ([`Ctx::radix`]), its groups estimated from this
+    /// worker's: those it holds, scaled from the morsels it took to all of them (an upper
+    /// bound where workers see the same keys).
+    fn radix(&self, ctx: &Ctx<'_>) -> Radix {
+        let morsels = ctx.plan.table.chunk_lens().len();
+        ctx.radix(|| self.table.size().saturating_mul(morsels) / self.morsels.max(1))
+    }
+
     /// Writes the radix partitions `select` says (`None`: all) to the worker's temporary
     /// file (created on first use), a run each, noting where; counts a spill if it wrote a
     /// run (selected partitions may hold nothing).
     fn write_partitions(&mut self, ctx: &Ctx<'_>, new_accs: &impl Fn() -> Vec<Accumulator>, select: Option<&[bool]>) -> Result<()> {
+        let radix = self.radix(ctx);
         if self.spill.is_none() {
             let lz4 = ctx.settings.temporary_files_codec == TemporaryFilesCodec::Lz4;
             self.spill = Some(SpillFile::create(&ctx.settings.temporary_directory(), lz4)?);
-            self.runs = vec![Vec::new(); PARTITIONS];
+            self.runs = vec![Vec::new(); radix.partitions()];
         }
         let (file, runs) = (self.spill.as_mut().expect("created above"), &mut self.runs);
         let mut wrote = false;
-        self.table.spill_partitions(new_accs, select, |p, run, items| {
+        self.table.spill_partitions(radix, new_accs, select, |p, run, items| {
             runs[p].push((file.append(run, ctx.query)?, items));
             wrote = true;
             Ok(())
@@ -657,7 +681,8 @@ where
                     expect = expect.min(limit / 2 / row_bytes);
                 }
                 if threshold == 0 {
-                    w.table.grow_up(scatter, expect, &inputs, &new_accs);
+                    let radix = w.radix(ctx);
+                    w.table.grow_up(radix, scatter, expect, &inputs, &new_accs);
                 }
                 w.table.add(&mut w.keys, &w.hashes, &inputs, sel, &mut w.scratch, ctx.kern)?;
                 let size = w.table.size();
@@ -666,7 +691,8 @@ where
                     let left = chunk_lens.len().saturating_sub(m + 1) / ctx.settings.max_threads.max(1);
                     w.rows_in / w.morsels * left > EARLY_SPLIT_ROWS
                 }) {
-                    w.table.grow_up(scatter, expect.saturating_sub(n), &inputs, &new_accs);
+                    let radix = w.radix(ctx);
+                    w.table.grow_up(radix, scatter, expect.saturating_sub(n), &inputs, &new_accs);
                 }
                 if w.table.size() >= u32::MAX as usize / 2 {
                     return Err(Error::ResourcesExhausted("more than 2^31 groups in one thread".into()));
@@ -692,7 +718,7 @@ where
                         key_row_bytes,
                         row_bytes: w.row_bytes,
                         state_bytes: w.state_bytes(),
-                        rows_to_come: buffer_rows_per_partition(left) * PARTITIONS,
+                        rows_to_come: buffer_rows_per_partition(left, w.table.partitions()) * w.table.partitions(),
                         limit: copy_limit,
                     };
                     if choice.copies() {
@@ -724,7 +750,7 @@ where
                     // its copied key bytes (an upper bound: rows the frozen table holds add
                     // none), in the room `Partial::fit_buffers` reserves for them; the
                     // state's bytes count capacity that doubling left unused.
-                    buffer_rows_per_partition(left) * PARTITIONS * (w.row_bytes + key_row_bytes)
+                    buffer_rows_per_partition(left, w.table.partitions()) * w.table.partitions() * (w.row_bytes + key_row_bytes)
                 } else {
                     (w.state_bytes() as u128 * left as u128 / since as u128) as usize
                 };
@@ -824,7 +850,9 @@ where
         ctx.query.grow(first.memory_size().saturating_sub(before), "GROUP BY merge")?;
         vec![finish(first)?]
     } else {
-        ctx.pool.install(|| finalize_partitioned(partials, &spilled, &new_accs, ctx.kern, ctx.query, &finish))?
+        // The partitioning the workers used; none chose one if none left its single table.
+        let radix = ctx.radix(|| 0);
+        ctx.pool.install(|| finalize_partitioned(radix, partials, &spilled, &new_accs, ctx.kern, ctx.query, &finish))?
     };
     let groups: usize = finals.iter().map(|f| f.1).sum();
     let hash_table_bytes = finals.iter().map(|f| f.2).sum();
@@ -842,7 +870,7 @@ where
         Profile {
             layout: None,
             groups,
-            two_level,
+            radix_partitions: if two_level { ctx.radix(|| 0).partitions() } else { 0 },
             rows_in,
             hash_table_bytes,
             partial_flushes,
