@@ -41,7 +41,8 @@ use crate::spill::{Dec, Enc, corrupt};
 /// hold more than [`Radix::GROUPS_PER_PARTITION`] groups a partition, then up to 10 bits,
 /// so that a final table's slots and keys stay about the size of a 1 MiB L2 (Zen 4/5,
 /// Graviton 3/4). More partitions cost the scatter: 10 bits made GROUP BYs of 10M rows
-/// 10-60% slower, and Q17 / Q19 at 100M rows 40% / 10% faster (2 threads, Zen 5).
+/// 10-60% slower, and the string-keyed Q17 / Q19 at 100M rows 26% / 31% faster (2 threads,
+/// Zen 5; the aggregation asks for more bits for such keys only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Radix {
     bits: u32,
