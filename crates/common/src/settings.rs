@@ -21,9 +21,11 @@ pub struct Settings {
     /// still to come switches at a fifth of it (a table that stays in cache; see
     /// `tessera_exec`'s aggregation).
     pub group_by_two_level_threshold: usize,
-    /// Radix bits of the partitioned GROUP BY: `0` (default) chooses 8 to 10 from the
-    /// groups the query is expected to hold (256 partitions unless a partition would hold
-    /// more than 65,536 groups); 8, 9 or 10 forces 256, 512 or 1,024 partitions.
+    /// Radix bits of the partitioned GROUP BY: `0` (default) keeps 8 (256 partitions) for
+    /// fixed-width keys and chooses 8 to 10 for keys with strings from the groups the query
+    /// is expected to hold (more when a partition would hold over 65,536 groups); 8, 9 or
+    /// 10 forces 256, 512 or 1,024 partitions. Other values are clamped to 8..=10 when
+    /// assigned to the field directly.
     pub group_by_radix_bits: u32,
     /// Debug: use the generic serialized key layout for every GROUP BY, so tests can check
     /// it against the specialised layouts (like DuckDB's `debug_force_*` settings).

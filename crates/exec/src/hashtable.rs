@@ -70,6 +70,13 @@ impl Radix {
         Radix { bits: partitions.max(1).trailing_zeros() }
     }
 
+    /// The partitioning with `bits` radix bits, held to 8..=10 (the setting
+    /// `group_by_radix_bits` is checked where it is set; an embedding program may assign
+    /// the field directly).
+    pub(crate) fn with_bits(bits: u32) -> Radix {
+        Radix { bits: bits.clamp(Radix::DEFAULT.bits, Radix::MAX_BITS) }
+    }
+
     pub(crate) fn bits(self) -> u32 {
         self.bits
     }
@@ -117,8 +124,9 @@ fn filled<T: Copy>(n: usize, v: T) -> Vec<T> {
     out
 }
 
-/// The 32 hash bits a slot keeps beside its group id: bits 16..48, apart from the tag's
-/// (48..55) and the radix partition's (56..64), which every key of a partition shares.
+/// The 32 hash bits a slot keeps beside its group id: bits 16..48, apart from the radix
+/// partition's (54..64 at most), which every key of a partition shares, and all but the
+/// last of the tag's (47..54).
 #[inline(always)]
 fn check_of(h: u64) -> u64 {
     (h >> 16) & 0xffff_ffff

@@ -218,7 +218,7 @@ pub(crate) fn scattered_row_bytes<K: GroupKey>(keys: &[K], inputs: &[Option<&Arr
 
 /// Rows a radix partition's buffers reserve for `rows` rows spread over `partitions`:
 /// the mean share, an eighth more for the spread of a partition's count, and 16.
-pub(crate) fn buffer_rows_per_partition(rows: usize, partitions: usize) -> usize {
+fn buffer_rows_per_partition(rows: usize, partitions: usize) -> usize {
     let share = rows / partitions.max(1);
     share + share / 8 + 16
 }
@@ -529,13 +529,11 @@ impl<K: GroupKey> Partial<K> {
         matches!(self, Partial::Scatter { .. })
     }
 
-    /// Radix partitions of the state (1 while a single table).
-    pub(crate) fn partitions(&self) -> usize {
-        match self {
-            Partial::Single(_) | Partial::Fixed(_) => 1,
-            Partial::Two(parts) => parts.len(),
-            Partial::Scatter { parts, .. } => parts.len(),
-        }
+    /// Rows the radix buffers reserve in all for `rows` more rows
+    /// ([`buffer_rows_per_partition`] for each partition; 0 unless scattering).
+    pub(crate) fn buffer_rows(&self, rows: usize) -> usize {
+        let Partial::Scatter { parts, .. } = self else { return 0 };
+        buffer_rows_per_partition(rows, parts.len()) * parts.len()
     }
 
     /// Whether scattered rows' keys are copies in the worker's arena (see
@@ -1031,6 +1029,15 @@ pub(crate) fn finalize_partitioned<K: GroupKey, R: Send>(
     query: &QueryContext,
     finish: &(impl Fn(GroupTable<K>) -> Result<R> + Sync),
 ) -> Result<Vec<R>> {
+    // Partition p of one worker must meet partition p of the others.
+    let parts_of = |p: &Partial<K>| match p {
+        Partial::Two(parts) => parts.len(),
+        Partial::Scatter { parts, .. } => parts.len(),
+        Partial::Single(_) | Partial::Fixed(_) => radix.partitions(),
+    };
+    if partials.iter().any(|p| parts_of(p) != radix.partitions()) || spilled.runs.len() > radix.partitions() {
+        return Err(Error::internal("GROUP BY partials with different radix partitions"));
+    }
     let prepared: Vec<(Vec<GroupTable<K>>, Option<Vec<Scattered<K>>>)> = partials
         .into_par_iter()
         .map(|p| match p {

@@ -90,9 +90,10 @@ struct Line([u8; LINE]);
 
 /// The scatter loop of [`scatter_column`] with software write-combining: each partition's
 /// values are first stored into a line buffer of its own (256 lines, 16 KiB: they stay in
-/// the L1 cache and on four pages; 64 KiB at 1,024 partitions, in L2), laid out as the destination line the partition's
-/// cursor is in; when a value fills that line, the whole line is copied out at once. Rows
-/// scatter to 256 places, so a store straight to the destination lands on a different
+/// the L1 cache and on four pages; 64 KiB in L2 at 1,024 partitions), laid out as the
+/// destination line the partition's cursor is in; when a value fills that line, the whole
+/// line is copied out at once. Rows scatter to 256 or more places, so a store straight to
+/// the destination lands on a different
 /// page (a TLB miss) and often a line not in L1 on nearly every row; this way a row costs
 /// one store into L1 and a partition one copy per 64 bytes (Balkesen et al., "Main-memory
 /// hash joins on multi-core CPUs", ICDE 2013, software-managed buffers; Schuhknecht et al.,

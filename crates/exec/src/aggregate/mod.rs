@@ -44,7 +44,7 @@ use crate::context::QueryContext;
 use crate::hashtable::{GroupTable, Radix};
 use crate::keys::{GroupKey, KeyArena, KeyReader, Layout, NULL_HASH, TieKey, choose_layout};
 use crate::morsel::{Input, MorselColumns, Passed};
-use crate::partial::{Partial, Scratch, Spilled, buffer_rows_per_partition, finalize_partitioned, scatter_ok, scattered_row_bytes};
+use crate::partial::{Partial, Scratch, Spilled, finalize_partitioned, scatter_ok, scattered_row_bytes};
 use crate::plan::{AggFunc, AggOutput, AggregatePlan, OrderLimit, Plan, ScalarExpr, SortKey};
 use crate::pool::run_morsels;
 use crate::prewhere::Prewhere;
@@ -199,11 +199,13 @@ impl Ctx<'_> {
 
     /// The query's radix partitioning: `group_by_radix_bits` when set, else chosen from
     /// `groups()`, an estimate of the query's groups, by the first worker that leaves its
-    /// single table (every worker's partitions must be the same ones).
+    /// single table (every worker's partitions must be the same ones). With
+    /// `group_by_two_level_threshold = 0` workers leave it before their first row: no
+    /// groups to estimate from, 256 partitions.
     fn radix(&self, groups: impl FnOnce() -> usize) -> Radix {
         *self.radix.get_or_init(|| match self.settings.group_by_radix_bits {
             0 => Radix::for_groups(groups()),
-            bits => Radix::with_partitions(1 << bits),
+            bits => Radix::with_bits(bits),
         })
     }
 
@@ -723,7 +725,7 @@ where
                         key_row_bytes,
                         row_bytes: w.row_bytes,
                         state_bytes: w.state_bytes(),
-                        rows_to_come: buffer_rows_per_partition(left, w.table.partitions()) * w.table.partitions(),
+                        rows_to_come: w.table.buffer_rows(left),
                         limit: copy_limit,
                     };
                     if choice.copies() {
@@ -755,7 +757,7 @@ where
                     // its copied key bytes (an upper bound: rows the frozen table holds add
                     // none), in the room `Partial::fit_buffers` reserves for them; the
                     // state's bytes count capacity that doubling left unused.
-                    buffer_rows_per_partition(left, w.table.partitions()) * w.table.partitions() * (w.row_bytes + key_row_bytes)
+                    w.table.buffer_rows(left) * (w.row_bytes + key_row_bytes)
                 } else {
                     (w.state_bytes() as u128 * left as u128 / since as u128) as usize
                 };

@@ -145,7 +145,7 @@ fn top_groups<'k, K: GroupKey>(
         return top_counts_packed(t, counts, keys[0].descending, tk, limit, query);
     }
     let order = |a: &(Vec<OrdVal<'k>>, u32), b: &(Vec<OrdVal<'k>>, u32)| cmp_all(&a.0, &b.0, keys);
-    let mut best: TopBuffer<(Vec<OrdVal<'k>>, u32)> = TopBuffer::new(limit);
+    let mut best: TopBuffer<(Vec<OrdVal<'k>>, u32)> = TopBuffer::new(limit, t.len());
     for g in 0..t.len() as u32 {
         if limit == 0 {
             break;
@@ -194,13 +194,15 @@ struct TopBuffer<E> {
 }
 
 impl<E> TopBuffer<E> {
-    fn new(limit: usize) -> Self {
-        TopBuffer { items: Vec::with_capacity(limit.saturating_mul(2).min(1 << 20)), limit, bounded: false }
+    /// A buffer for the best `limit` of at most `candidates` candidates.
+    fn new(limit: usize, candidates: usize) -> Self {
+        TopBuffer { items: Vec::with_capacity(limit.saturating_mul(2).min(candidates)), limit, bounded: false }
     }
 
-    /// The candidate a new one must beat, once there is one (at least `limit` kept).
+    /// The candidate a new one must beat, once there is one (at least `limit` kept; none
+    /// while `limit` is 0).
     fn worst(&self) -> Option<&E> {
-        if self.bounded { self.items.get(self.limit - 1) } else { None }
+        self.limit.checked_sub(1).and_then(|i| self.items.get(i)).filter(|_| self.bounded)
     }
 
     /// Adds a candidate (better than [`TopBuffer::worst`], the caller checked).
@@ -249,7 +251,7 @@ fn top_counts_packed<K: GroupKey>(
     // (rank, tie words, group); once bounded, the worst kept entry's rank and first tie
     // word are kept beside it so most groups cost two integer compares.
     let order = |a: &(i128, Vec<u64>, u32), b: &(i128, Vec<u64>, u32)| (a.0, &a.1).cmp(&(b.0, &b.1));
-    let mut best: TopBuffer<(i128, Vec<u64>, u32)> = TopBuffer::new(limit);
+    let mut best: TopBuffer<(i128, Vec<u64>, u32)> = TopBuffer::new(limit, t.len());
     let (mut worst_rank, mut worst_first) = (i128::MAX, u64::MAX);
     let first = tie.first_int();
     let n = t.len().min(counts.len());
@@ -374,7 +376,7 @@ mod tests {
     /// The candidates a caller would push (better than the threshold) through a buffer.
     fn top(values: &[(u8, u32)], limit: usize) -> Vec<(u8, u32)> {
         let order = |a: &(u8, u32), b: &(u8, u32)| a.cmp(b);
-        let mut best = TopBuffer::new(limit);
+        let mut best = TopBuffer::new(limit, values.len());
         for &v in values {
             if best.worst().is_some_and(|w| !order(&v, w).is_lt()) {
                 continue;
