@@ -275,7 +275,7 @@ impl Settings {
             "group_by_radix_bits" => {
                 let n = parse(value)?;
                 if n != 0 && !(8..=10).contains(&n) {
-                    return Err(Error::InvalidArgument(format!("group_by_radix_bits = {n}: 0 (auto), 8, 9 or 10")));
+                    return Err(Error::InvalidArgument(format!("group_by_radix_bits = {n}: expected 0 (automatic), 8, 9 or 10")));
                 }
                 self.group_by_radix_bits = n as u32;
             }
