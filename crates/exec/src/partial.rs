@@ -529,6 +529,16 @@ impl<K: GroupKey> Partial<K> {
         matches!(self, Partial::Scatter { .. })
     }
 
+    /// The radix partitioning of a two-level or scattering state (from its partition
+    /// count); `None` for a single table.
+    fn radix(&self) -> Option<Radix> {
+        match self {
+            Partial::Two(parts) => Some(Radix::with_partitions(parts.len())),
+            Partial::Scatter { parts, .. } => Some(Radix::with_partitions(parts.len())),
+            Partial::Single(_) | Partial::Fixed(_) => None,
+        }
+    }
+
     /// Rows the radix buffers reserve in all for `rows` more rows
     /// ([`buffer_rows_per_partition`] for each partition; 0 unless scattering).
     pub(crate) fn buffer_rows(&self, rows: usize) -> usize {
@@ -1030,12 +1040,7 @@ pub(crate) fn finalize_partitioned<K: GroupKey, R: Send>(
     finish: &(impl Fn(GroupTable<K>) -> Result<R> + Sync),
 ) -> Result<Vec<R>> {
     // Partition p of one worker must meet partition p of the others.
-    let parts_of = |p: &Partial<K>| match p {
-        Partial::Two(parts) => parts.len(),
-        Partial::Scatter { parts, .. } => parts.len(),
-        Partial::Single(_) | Partial::Fixed(_) => radix.partitions(),
-    };
-    if partials.iter().any(|p| parts_of(p) != radix.partitions()) || spilled.runs.len() > radix.partitions() {
+    if partials.iter().filter_map(Partial::radix).any(|r| r != radix) || spilled.runs.len() > radix.partitions() {
         return Err(Error::internal("GROUP BY partials with different radix partitions"));
     }
     let prepared: Vec<(Vec<GroupTable<K>>, Option<Vec<Scattered<K>>>)> = partials

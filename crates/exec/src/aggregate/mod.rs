@@ -835,6 +835,8 @@ where
     let total: usize = partials.iter().map(|t| t.size()).sum();
     let all_single = partials.iter().all(|t| matches!(t, Partial::Single(_)));
     let two_level = !spilled.is_empty() || !all_single || (partials.len() > 1 && total > threshold.max(1));
+    // The partitioning the workers used (the default if none left its single table).
+    let radix = ctx.radix(|| 0);
     let mut finals: Vec<(RecordBatch, usize, usize)> = if !two_level && partials.len() <= 1 {
         match partials.pop() {
             Some(Partial::Single(t)) => vec![finish(t)?],
@@ -857,8 +859,6 @@ where
         ctx.query.grow(first.memory_size().saturating_sub(before), "GROUP BY merge")?;
         vec![finish(first)?]
     } else {
-        // The partitioning the workers used; none chose one if none left its single table.
-        let radix = ctx.radix(|| 0);
         ctx.pool.install(|| finalize_partitioned(radix, partials, &spilled, &new_accs, ctx.kern, ctx.query, &finish))?
     };
     let groups: usize = finals.iter().map(|f| f.1).sum();
@@ -877,7 +877,7 @@ where
         Profile {
             layout: None,
             groups,
-            radix_partitions: if two_level { ctx.radix(|| 0).partitions() } else { 0 },
+            radix_partitions: if two_level { radix.partitions() } else { 0 },
             rows_in,
             hash_table_bytes,
             partial_flushes,

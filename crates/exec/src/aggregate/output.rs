@@ -130,6 +130,9 @@ fn top_groups<'k, K: GroupKey>(
     limit: usize,
     query: &QueryContext,
 ) -> Result<Vec<u32>> {
+    if limit == 0 {
+        return Ok(Vec::new());
+    }
     let val = |g: u32, k: &SortKey| sort_value(t, g, plan.output[k.output].1, decode);
     // ORDER BY COUNT(..) first (Q33, Q34, Q19): the threshold check reads the counts as
     // integers, not through a sort value per group.
@@ -147,9 +150,6 @@ fn top_groups<'k, K: GroupKey>(
     let order = |a: &(Vec<OrdVal<'k>>, u32), b: &(Vec<OrdVal<'k>>, u32)| cmp_all(&a.0, &b.0, keys);
     let mut best: TopBuffer<(Vec<OrdVal<'k>>, u32)> = TopBuffer::new(limit, t.len());
     for g in 0..t.len() as u32 {
-        if limit == 0 {
-            break;
-        }
         if g % 65_536 == 0 {
             query.check_cancelled()?;
         }
@@ -233,7 +233,7 @@ impl<E> TopBuffer<E> {
 /// The top-`limit` groups of `t` ordered by a COUNT (`counts`, DESC when `descending`)
 /// and then by the packed group keys of `tie`: the loop reads a count and a packed key per
 /// group and compares integers only (Q33, Q19: millions of groups tied at `COUNT = 1`).
-/// Best first, like [`select_groups`].
+/// Best first, like [`select_groups`]; `limit` is above 0 ([`top_groups`] answers 0).
 fn top_counts_packed<K: GroupKey>(
     t: &GroupTable<K>,
     counts: &[i64],
@@ -242,9 +242,6 @@ fn top_counts_packed<K: GroupKey>(
     limit: usize,
     query: &QueryContext,
 ) -> Result<Vec<u32>> {
-    if limit == 0 {
-        return Ok(vec![]);
-    }
     // The count mapped so that a smaller value sorts first.
     let rank = |c: i64| if descending { -i128::from(c) } else { i128::from(c) };
     let packed = |g: usize| t.keys[g].packed().unwrap_or(0);
