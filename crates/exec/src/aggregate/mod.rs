@@ -16,7 +16,7 @@
 //!    `max_bytes_before_external_group_by` writes them to a temporary file, one run per
 //!    radix partition, and goes on empty (or, late in its input, writes its largest
 //!    partitions and goes on with the others); the final phase reads each partition's runs
-//!    back and merges them with the partition's in-memory groups (partial.rs).
+//!    back and merges them with the partition's in-memory groups (`partial::finalize`).
 //! 3. **Top-N**: partitions are key-disjoint, so each final table keeps its best
 //!    `offset + limit` groups (a bounded sorted buffer with a threshold check on the first
 //!    sort key); only those candidates are materialised, then sorted exactly with every
