@@ -235,7 +235,7 @@ fn run(cli: Cli, cancel: &CancelToken) -> Result<()> {
             if profile {
                 eprintln!(
                     "profile: layout {} groups {} rows_in {} morsels_skipped {} condition_cache_rows_skipped {} \
-                     morsels_compacted {} radix_partitions {} partial_flushes {} scatter_key_copies {} \
+                     morsels_compacted {} morsels_sparse {} radix_partitions {} partial_flushes {} scatter_key_copies {} \
                      peak_memory {:.1} MiB spills {} spilled_runs {} spilled {:.1} MiB",
                     p.layout.unwrap_or("-"),
                     p.groups,
@@ -243,6 +243,7 @@ fn run(cli: Cli, cancel: &CancelToken) -> Result<()> {
                     p.morsels_skipped,
                     p.condition_cache_rows_skipped,
                     p.morsels_compacted,
+                    p.morsels_sparse,
                     p.radix_partitions,
                     p.partial_flushes,
                     p.scatter_key_copies,

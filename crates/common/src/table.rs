@@ -137,6 +137,16 @@ pub trait ColumnSource: Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// The rows of morsel `morsel` where integer column `column` is not zero (positions in
+    /// the morsel, ascending) and its values there (an array of the column's type, no
+    /// NULLs), when the source stores the morsel that way (ClickHouse's sparse
+    /// serialization of columns that are nearly all default values): every other row of the
+    /// morsel is zero. A filter that zero fails (`AdvEngineID <> 0`, ClickBench Q2) is then
+    /// evaluated on those values only. `None` (the default): not stored sparsely.
+    fn load_morsel_sparse(&self, _column: usize, _morsel: usize) -> Option<Result<(Vec<u32>, ArrayRef)>> {
+        None
+    }
+
     /// Identity of the data behind this source: two sources (two queries' snapshots of a
     /// table, pruned or not) with the same id read the same set of immutable parts, so the
     /// same rows. A condition that depends on every row of the table (a top-N bound) is
@@ -285,6 +295,13 @@ impl Table {
     /// read them without the values ([`ColumnSource::load_morsel_sizes`]); `None` otherwise.
     pub fn morsel_sizes(&self, c: usize, m: usize) -> Option<Result<ArrayRef>> {
         self.source.as_ref()?.load_morsel_sizes(c, m)
+    }
+
+    /// The non-zero rows of integer column `c` in morsel `m` and their values, from the
+    /// source when it stores them sparsely ([`ColumnSource::load_morsel_sparse`]); `None`
+    /// otherwise.
+    pub fn morsel_sparse(&self, c: usize, m: usize) -> Option<Result<(Vec<u32>, ArrayRef)>> {
+        self.source.as_ref()?.load_morsel_sparse(c, m)
     }
 
     /// Identity of the rows of this table's source ([`ColumnSource::data_id`]).

@@ -88,6 +88,10 @@ pub struct Profile {
     /// columns were read at those rows only (late materialization after PREWHERE; GROUP BY
     /// and scans of a table read from disk).
     pub morsels_compacted: usize,
+    /// Morsels where a WHERE conjunct on an integer column stored sparsely (nearly all
+    /// zero) was evaluated on the column's non-zero rows only (ClickBench Q2's
+    /// `AdvEngineID <> 0`; see `ColumnSource::load_morsel_sparse`).
+    pub morsels_sparse: usize,
     /// Times a GROUP BY worker aggregated its scattered rows early to release the streamed
     /// morsels their string keys borrowed (see `aggregate::scatter_retained_bytes`).
     pub partial_flushes: usize,
@@ -117,6 +121,7 @@ impl Profile {
             morsels_skipped: self.morsels_skipped + other.morsels_skipped,
             condition_cache_rows_skipped: self.condition_cache_rows_skipped + other.condition_cache_rows_skipped,
             morsels_compacted: self.morsels_compacted + other.morsels_compacted,
+            morsels_sparse: self.morsels_sparse + other.morsels_sparse,
             partial_flushes: self.partial_flushes + other.partial_flushes,
             scatter_key_copies: self.scatter_key_copies + other.scatter_key_copies,
             spills: self.spills + other.spills,

@@ -48,6 +48,8 @@ pub(crate) struct Input<'a> {
     cache_skipped: AtomicUsize,
     /// Morsels compacted to the rows that passed the WHERE ([`Input::compact`]).
     compacted: AtomicUsize,
+    /// Morsels whose column was read as its non-zero rows ([`Input::read_sparse`]).
+    sparse: AtomicUsize,
     /// Per table column: the query reads only its values' lengths ([`Input::with_sized`]).
     sized: Vec<bool>,
 }
@@ -104,6 +106,7 @@ impl<'a> Input<'a> {
             skipped: AtomicUsize::new(0),
             cache_skipped: AtomicUsize::new(0),
             compacted: AtomicUsize::new(0),
+            sparse: AtomicUsize::new(0),
             sized,
         })
     }
@@ -188,6 +191,33 @@ impl<'a> Input<'a> {
             into.cols[c] = arrays.pop();
         }
         Ok(())
+    }
+
+    /// The rows of morsel `m` (`len` rows) where integer column `c` is not zero and its
+    /// values there, when the table's source stores them sparsely
+    /// ([`Table::morsel_sparse`]) and the column is not in `into` or in memory already;
+    /// accounted and kept in `into` as the column at those rows (a later read at some of
+    /// them, such as the rows a filter on it kept, decodes nothing again).
+    ///
+    /// # Errors
+    /// As [`Input::read`]; [`Error::Internal`] if the source's rows are not within the morsel.
+    pub(crate) fn read_sparse(&self, m: usize, c: usize, len: usize, into: &mut MorselColumns<'_>) -> Result<Option<(Arc<[u32]>, ArrayRef)>> {
+        if into.cols[c].is_some() || self.resident[c].is_some() || self.sized[c] {
+            return Ok(None);
+        }
+        let Some(read) = self.table.morsel_sparse(c, m) else { return Ok(None) };
+        let (rows, values) = read?;
+        if rows.len() != values.len() || rows.last().is_some_and(|&r| r as usize >= len) {
+            return Err(Error::internal(format!("non-zero rows of column {c} do not match morsel {m}")));
+        }
+        let bytes = values.get_array_memory_size() + rows.len() * 4;
+        self.query.grow(bytes, "reading columns")?;
+        into.accounted += bytes;
+        let rows: Arc<[u32]> = rows.into();
+        into.some_rows.retain(|(k, _, _)| *k != c);
+        into.some_rows.push((c, rows.clone(), values.clone()));
+        self.sparse.fetch_add(1, Ordering::Relaxed);
+        Ok(Some((rows, values)))
     }
 
     /// Rows `rows` (ascending) of the columns `which` of morsel `m`, one array of
@@ -301,12 +331,13 @@ impl<'a> Input<'a> {
     }
 
     /// `base` with this input's counts: morsels skipped, rows the query condition cache
-    /// left out, morsels compacted.
+    /// left out, morsels compacted, morsels read sparsely.
     pub(crate) fn profile(&self, base: Profile) -> Profile {
         Profile {
             morsels_skipped: self.skipped(),
             condition_cache_rows_skipped: self.cache_skipped(),
             morsels_compacted: self.compacted.load(Ordering::Relaxed),
+            morsels_sparse: self.sparse.load(Ordering::Relaxed),
             ..base
         }
     }

@@ -45,6 +45,9 @@ struct Step {
     cost: u8,
     /// Its key in the table's query condition cache ([`condition_key`]); `None`: not cached.
     cache_key: Option<u128>,
+    /// The one integer column it reads where it is not TRUE at zero ([`sparse_column`]):
+    /// evaluated on that column's non-zero rows only where the source stores them sparsely.
+    sparse: Option<usize>,
 }
 
 /// The WHERE clause of a query as ordered PREWHERE steps.
@@ -87,6 +90,23 @@ fn condition_key(p: &Predicate) -> Option<u128> {
     (!has_expr(p) && !matches!(p, Predicate::Const(_))).then(|| xxhash_rust::xxh3::xxh3_128(format!("{p:?}").as_bytes()))
 }
 
+/// The column of a conjunct that reads one integer column, holds no general expression and
+/// is not TRUE where that column is zero (FALSE or UNKNOWN: `c <> 0`, `c = 3`, `c > 0`):
+/// its rows are among the column's non-zero ones, so where a source stores the column
+/// sparsely ([`Input::read_sparse`]) it is evaluated on those only. `None` otherwise.
+fn sparse_column(p: &Predicate, cols: &[usize], schema: &Schema) -> Option<usize> {
+    let &[c] = cols else { return None };
+    let dt = schema.fields().get(c)?.data_type();
+    if has_expr(p) || !tessera_common::is_int_like(dt) {
+        return None;
+    }
+    let zero = arrow::compute::cast(&arrow::array::Int8Array::from(vec![0i8]), dt).ok()?;
+    let mut at = vec![None; schema.fields().len()];
+    at[c] = Some(zero);
+    let held = evaluate(p, &at, 1, Kernels::scalar()).ok()?;
+    (!held.value(0)).then_some(c)
+}
+
 /// Whether `p` holds a general expression (which may fail on a row).
 pub(crate) fn has_expr(p: &Predicate) -> bool {
     match p {
@@ -123,7 +143,8 @@ impl Prewhere {
                 cols.dedup();
                 let cost = cost(&pred, schema);
                 let cache_key = if use_cache { condition_key(&pred) } else { None };
-                Step { pred, cols, cost, cache_key }
+                let sparse = sparse_column(&pred, &cols, schema);
+                Step { pred, cols, cost, cache_key, sparse }
             })
             .collect();
         // Stable: equal costs keep the written order.
@@ -168,6 +189,9 @@ impl Prewhere {
             [] => Ok(len),
             [step] => match self.cached_rows(input, m, len, None) {
                 None => {
+                    if let Some(kept) = step.on_sparse(input, m, len, mcols, kern)? {
+                        return Ok(kept.len());
+                    }
                     input.read(m, &step.cols, mcols)?;
                     let bits = evaluate(&step.pred, &mcols.cols, len, kern)?;
                     if let Some(key) = step.cache_key {
@@ -226,7 +250,7 @@ impl Prewhere {
         let extra = extra.map(|pred| {
             let mut cols = Vec::new();
             predicate_columns(&pred, &mut cols);
-            Step { pred, cols, cost: 0, cache_key: None }
+            Step { pred, cols, cost: 0, cache_key: None, sparse: None }
         });
         // After the steps at most as costly as it (they are sorted by cost), and after every
         // general expression.
@@ -255,7 +279,12 @@ impl Prewhere {
                     let bits = evaluate(&step.pred, &gathered, rows.len(), kern)?;
                     Some(rows.iter().zip(bits.iter()).filter(|(_, b)| *b).map(|(&r, _)| r).collect())
                 }
-                sel => {
+                sel => match step.on_sparse(input, m, len, mcols, kern)? {
+                    Some(kept) => match sel {
+                        None => Some(kept),
+                        Some(rows) => Some(intersect_rows(&rows, &kept)),
+                    },
+                    None => {
                     input.read(m, &step.cols, mcols)?;
                     let bits = evaluate(&step.pred, &mcols.cols, len, kern)?;
                     if let Some(key) = step.cache_key {
@@ -265,7 +294,8 @@ impl Prewhere {
                         None => selection(&bits, kern),
                         Some(rows) => Some(rows.into_iter().filter(|&r| bits.value(r as usize)).collect()),
                     }
-                }
+                    }
+                },
             };
         }
         for key in record_whole.into_iter().chain(extra_key) {
@@ -300,6 +330,42 @@ impl Prewhere {
         input.cache_skip(len - rows);
         Some(left.into_iter().flatten().collect())
     }
+}
+
+impl Step {
+    /// The rows of morsel `m` (`len` rows) where this step is TRUE, evaluated on its
+    /// column's non-zero rows only, when it may be ([`Step::sparse`]) and the source stores
+    /// the column sparsely there ([`Input::read_sparse`]); recorded in the query condition
+    /// cache like a whole-morsel evaluation. `None`: evaluate it the usual way.
+    fn on_sparse(&self, input: &Input<'_>, m: usize, len: usize, mcols: &mut MorselColumns<'_>, kern: &Kernels) -> Result<Selection> {
+        let Some(c) = self.sparse else { return Ok(None) };
+        let Some((rows, values)) = input.read_sparse(m, c, len, mcols)? else { return Ok(None) };
+        let mut at: Vec<Option<ArrayRef>> = vec![None; mcols.cols.len()];
+        at[c] = Some(values);
+        let bits = evaluate(&self.pred, &at, rows.len(), kern)?;
+        let kept: Vec<u32> = rows.iter().zip(bits.iter()).filter(|(_, b)| *b).map(|(&r, _)| r).collect();
+        if let Some(key) = self.cache_key {
+            input.record_condition(key, m, &held(&Some(kept.clone()), len));
+        }
+        Ok(Some(kept))
+    }
+}
+
+/// The rows in both `a` and `b` (each ascending).
+fn intersect_rows(a: &[u32], b: &[u32]) -> Vec<u32> {
+    let (mut i, mut j, mut out) = (0, 0, Vec::with_capacity(a.len().min(b.len())));
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                out.push(a[i]);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out
 }
 
 /// One bit per row of a `len`-row morsel, set at the rows of `sel`.

@@ -71,7 +71,7 @@
 //! └── checksums.txt     size and xxh3 of every other file; written last
 //! ```
 //!
-//! `checksums.txt` is text: a first line `tessera part format 2`, then one line per file
+//! `checksums.txt` is text: a first line `tessera part format 3`, then one line per file
 //! `NAME<TAB>BYTES<TAB>XXH3_HEX`, then `end<TAB>XXH3_HEX` over all preceding bytes. At open
 //! the sizes of all files and the hashes of the small files are checked; column blocks are
 //! checked when read.
@@ -101,9 +101,15 @@
 //!   2 frame of reference     min i128 LE | bits u8 | ceil(rows*bits/64) x u64 words,
 //!     (integers, dates,       value i = min + bits [i*bits, (i+1)*bits) of the word stream
 //!      timestamps)
+//!   4 sparse (integers,       n u32 | w u8 (1, 2, 4) | n x w-byte LE positions, ascending
+//!     no NULLs; format 3)     | n values, plain (the rows not zero; every other row is 0)
 //! ```
 //!
-//! The encoding is chosen per block by size: frame-of-reference when its bit-packed size is
+//! An integer block with no NULLs where at least 15 of 16 values are zero is sparse
+//! (ClickHouse's sparse serialization, `ratio_of_defaults_for_sparse_serialization` =
+//! 0.9375): a filter that zero fails (`AdvEngineID <> 0`) reads only the other rows'
+//! positions and values ([`tessera_common::ColumnSource::load_morsel_sparse`]). Otherwise
+//! the encoding is chosen per block by size: frame-of-reference when its bit-packed size is
 //! below the plain size, dictionary when the dictionary stays under half of the plain size
 //! and the whole encoding is smaller; other strings are sized when every value of the block
 //! is under 64 KiB (with light encodings on, `TableOptions::encodings`), plain otherwise

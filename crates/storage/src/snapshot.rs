@@ -346,6 +346,20 @@ impl ColumnSource for Snapshot {
         Some(read())
     }
 
+    /// From the blocks when every block of the morsel's granules is sparse
+    /// ([`Part::read_granules_sparse`]), whether or not the decoded-block cache holds the
+    /// morsel (the non-zero values are fewer than the cached ones).
+    fn load_morsel_sparse(&self, column: usize, morsel: usize) -> Option<Result<(Vec<u32>, ArrayRef)>> {
+        let mo = *self.morsels.get(morsel)?;
+        let part = &self.parts[mo.part].1;
+        if !tessera_common::is_int_like(self.table.schema().fields().get(column)?.data_type()) {
+            return None;
+        }
+        let read = part.read_granules_sparse(column, mo.g0, mo.g1);
+        part.release(column, mo.g0, mo.g1);
+        read.transpose()
+    }
+
     /// A hash of the ids of the snapshot's parts (a pruned snapshot has its table's).
     fn data_id(&self) -> Option<u64> {
         let uids: Vec<u8> = self.parts.iter().flat_map(|(_, p)| p.uid.to_le_bytes()).collect();

@@ -15,7 +15,7 @@ mod read;
 mod write;
 
 pub(crate) use lz4_prefix::lz4_prefix;
-pub(crate) use read::{decode_block, read_block, read_block_sizes, sizes_of};
+pub(crate) use read::{decode_block, read_block, read_block_sizes, read_block_sparse, sizes_of};
 pub(crate) use write::write_block;
 
 use arrow::array::{Array, AsArray};
@@ -78,6 +78,9 @@ enum Encoding {
     For = 2,
     /// Strings: each value's length in the narrowest width (1 or 2 bytes), then the bytes.
     Sized = 3,
+    /// Integers, at least 15/16 of them zero, no NULLs: the non-zero values' positions and
+    /// the values (ClickHouse's sparse serialization).
+    Sparse = 4,
 }
 
 
@@ -85,6 +88,10 @@ enum Encoding {
 pub(crate) trait IntNative: Copy {
     fn to_i128(self) -> i128;
     fn from_i128(v: i128) -> Self;
+    /// Appends the value's little-endian bytes.
+    fn put_le(self, out: &mut Vec<u8>);
+    /// The value of `b`'s first `size_of::<Self>()` little-endian bytes (`b` holds them).
+    fn get_le(b: &[u8]) -> Self;
 }
 
 macro_rules! int_native {
@@ -94,6 +101,12 @@ macro_rules! int_native {
             fn to_i128(self) -> i128 { self as i128 }
             #[inline]
             fn from_i128(v: i128) -> Self { v as $t }
+            #[inline]
+            fn put_le(self, out: &mut Vec<u8>) { out.extend_from_slice(&self.to_le_bytes()) }
+            #[inline]
+            fn get_le(b: &[u8]) -> Self {
+                <$t>::from_le_bytes(b[..std::mem::size_of::<$t>()].try_into().expect("checked length"))
+            }
         }
     )*};
 }
@@ -166,6 +179,70 @@ mod tests {
                 let back = read_block(&out, arr.data_type()).unwrap();
                 assert_eq!(back.as_ref(), arr.as_ref());
             }
+        }
+    }
+
+    /// Integer blocks with at least 15/16 zeros and no NULLs are sparse: they read back
+    /// whole (every type, position widths 1, 2 and 4, sliced arrays), and their non-zero
+    /// rows alone ([`read_block_sparse`]); one more non-zero value, a NULL, or encodings
+    /// off, and they are not. Damaged positions are an error.
+    #[test]
+    fn mostly_zero_integer_blocks_are_sparse() {
+        use arrow::array::{Date32Array, Int16Array, UInt8Array};
+        use arrow::datatypes::TimeUnit;
+        // Every `every`-th row (from row 7) non-zero: 1..=4, signs alternating.
+        let sparse = |n: usize, every: usize| -> Vec<i64> {
+            (0..n).map(|i| if i % every == 7 { (1 + (i / every) % 4) as i64 * if (i / every) % 2 == 0 { 1 } else { -1 } } else { 0 }).collect()
+        };
+        let cases: Vec<(ArrayRef, Encoding)> = vec![
+            (Arc::new(Int64Array::from(sparse(200, 17))), Encoding::Sparse),
+            (Arc::new(Int16Array::from(sparse(60_000, 97).iter().map(|&v| v as i16).collect::<Vec<_>>())), Encoding::Sparse),
+            (Arc::new(UInt8Array::from(sparse(70_000, 20).iter().map(|&v| v.unsigned_abs() as u8).collect::<Vec<_>>())), Encoding::Sparse),
+            (Arc::new(Date32Array::from(sparse(5_000, 30).iter().map(|&v| v as i32).collect::<Vec<_>>())), Encoding::Sparse),
+            (arrow::compute::cast(&Int64Array::from(sparse(5_000, 30)), &DataType::Timestamp(TimeUnit::Second, None)).unwrap(), Encoding::Sparse),
+            // One in 15 non-zero: not sparse.
+            (Arc::new(Int64Array::from(sparse(3_000, 15))), Encoding::For),
+            // A NULL: not sparse.
+            (Arc::new(Int64Array::from(sparse(3_000, 100).into_iter().enumerate().map(|(i, v)| (i != 5).then_some(v)).collect::<Vec<_>>())), Encoding::For),
+            // Fewer than 16 rows: not sparse.
+            (Arc::new(Int64Array::from(vec![0i64; 15])), Encoding::For),
+        ];
+        for (whole, enc) in cases {
+            for arr in [whole.clone(), whole.slice(3, whole.len() - 5)] {
+                for (codec, encode) in [(Codec::None, true), (Codec::Lz4, true), (Codec::Lz4, false)] {
+                    let mut out = Vec::new();
+                    write_block(arr.as_ref(), codec, encode, &mut out).unwrap();
+                    let want = if encode && !(enc == Encoding::Sparse && arr.len() < 16) { enc } else { Encoding::Plain };
+                    assert_eq!(out[9], want as u8, "{} rows of {}", arr.len(), arr.data_type());
+                    assert_eq!(read_block(&out, arr.data_type()).unwrap().as_ref(), arr.as_ref());
+                    let rows = read_block_sparse(&out, arr.data_type(), true).unwrap();
+                    if want != Encoding::Sparse {
+                        assert!(rows.is_none());
+                        continue;
+                    }
+                    let (n, at, values) = rows.unwrap();
+                    assert_eq!(n, arr.len());
+                    let zero = arrow::compute::cast(&Int64Array::from(vec![0i64]), arr.data_type()).unwrap();
+                    let nonzero: Vec<u32> = (0..arr.len()).filter(|&i| arr.slice(i, 1).as_ref() != zero.as_ref()).map(|i| i as u32).collect();
+                    assert_eq!(at, nonzero);
+                    let idx = arrow::array::UInt32Array::from(at.clone());
+                    assert_eq!(values.as_ref(), arrow::compute::take(&arr, &idx, None).unwrap().as_ref());
+                }
+            }
+        }
+        // Damaged positions (checksum rewritten): out of order, past the rows, too many.
+        let arr = Int64Array::from(sparse(64, 16));
+        let mut good = Vec::new();
+        write_block(&arr, Codec::None, true, &mut good).unwrap();
+        // Payload: null flag, n u32, width u8 (1), positions 7, 23, 39, 55.
+        assert_eq!(&good[HEADER_LEN..HEADER_LEN + 10], &[0, 4, 0, 0, 0, 1, 7, 23, 39, 55]);
+        for (at, byte, says) in [(HEADER_LEN + 7, 5, "not ascending"), (HEADER_LEN + 9, 64, "not ascending"), (HEADER_LEN + 1, 65, "declares 65 values"), (HEADER_LEN + 5, 3, "bad sparse position width")] {
+            let mut out = good.clone();
+            out[at] = byte;
+            let h = xxhash_rust::xxh3::xxh3_64(&out[8..]);
+            out[..8].copy_from_slice(&h.to_le_bytes());
+            assert!(read_block(&out, &DataType::Int64).unwrap_err().contains(says), "{says}");
+            assert!(read_block_sparse(&out, &DataType::Int64, true).unwrap_err().contains(says), "{says}");
         }
     }
 

@@ -310,6 +310,17 @@ fn decode_ints<A: ArrowPrimitiveType>(r: &mut Reader<'_>, rows: usize, enc: u8, 
 where
     A::Native: IntNative,
 {
+    if enc == Encoding::Sparse as u8 {
+        if nulls.is_some() {
+            return Err("sparse block with NULLs".into());
+        }
+        let (at, vals) = sparse_parts::<A::Native>(r, rows)?;
+        let mut out = vec![A::Native::from_i128(0); rows];
+        for (&i, v) in at.iter().zip(vals) {
+            out[i as usize] = v;
+        }
+        return Ok(Arc::new(PrimitiveArray::<A>::new(ScalarBuffer::from(out), None).with_data_type(A::DATA_TYPE)));
+    }
     if enc != Encoding::For as u8 {
         return plain_prim::<A>(r, rows, enc, nulls);
     }
@@ -352,6 +363,56 @@ where
         }
     }
     Ok(Arc::new(PrimitiveArray::<A>::new(ScalarBuffer::from(out), nulls).with_data_type(A::DATA_TYPE)))
+}
+
+/// A sparse block's positions (strictly ascending, each below `rows`) and values, read
+/// from `r` ([`Encoding::Sparse`]); every other row is zero.
+fn sparse_parts<T: IntNative>(r: &mut Reader<'_>, rows: usize) -> DResult<(Vec<u32>, Vec<T>)> {
+    let n = r.u32()? as usize;
+    if n > rows {
+        return Err(format!("sparse block of {rows} rows declares {n} values"));
+    }
+    let width = r.u8()? as usize;
+    let bytes = match width {
+        1 | 2 | 4 => r.take(n * width)?,
+        w => return Err(format!("bad sparse position width {w}")),
+    };
+    let at: Vec<u32> = match width {
+        1 => bytes.iter().map(|&b| u32::from(b)).collect(),
+        2 => bytes.chunks_exact(2).map(|c| u32::from(u16::from_le_bytes([c[0], c[1]]))).collect(),
+        _ => bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
+    };
+    if at.windows(2).any(|w| w[0] >= w[1]) || at.last().is_some_and(|&l| l as usize >= rows) {
+        return Err(format!("sparse positions not ascending within {rows} rows"));
+    }
+    let size = std::mem::size_of::<T>();
+    let vals = r.take(n * size)?.chunks_exact(size).map(T::get_le).collect();
+    Ok((at, vals))
+}
+
+/// A sparse block's non-zero rows: the block's row count, their positions (ascending) and
+/// their values.
+pub(crate) type SparseRows = (usize, Vec<u32>, ArrayRef);
+
+/// The non-zero rows of an integer block ([`Encoding::Sparse`]), or `None` when the block is
+/// not sparse (only its header is read then). `verify`: as [`decode_block`]'s.
+pub(crate) fn read_block_sparse(buf: &[u8], dt: &DataType, verify: bool) -> DResult<Option<SparseRows>> {
+    if buf.get(9) != Some(&(Encoding::Sparse as u8)) {
+        return Ok(None);
+    }
+    let (_, rows, payload) = open_block(buf, verify)?;
+    let mut r = Reader { buf: payload.bytes(), pos: 0 };
+    if read_nulls(&mut r, rows)?.is_some() {
+        return Err("sparse block with NULLs".into());
+    }
+    let out = tessera_common::int_like_dispatch!(dt, A => {
+        let (at, vals) = sparse_parts::<<A as ArrowPrimitiveType>::Native>(&mut r, rows)?;
+        (rows, at, Arc::new(PrimitiveArray::<A>::new(ScalarBuffer::from(vals), None).with_data_type(A::DATA_TYPE)) as ArrayRef)
+    }, _ => return Err(format!("a sparse block of type {dt}")));
+    if r.pos != r.buf.len() {
+        return Err(format!("{} trailing payload bytes", r.buf.len() - r.pos));
+    }
+    Ok(Some(out))
 }
 
 /// The `N` bytes of `words` from `at`, zero past its end (a block's last packed values).

@@ -14,7 +14,9 @@ use super::{Codec, Encoding, IntNative, fixed_width, plain_size, var_parts};
 pub(crate) fn write_block(arr: &dyn Array, codec: Codec, encode: bool, out: &mut Vec<u8>) -> Result<(), String> {
     let rows = arr.len();
     let mut p = Vec::with_capacity(plain_size(arr) + rows / 8 + 16);
-    match arr.logical_nulls().filter(|n| n.null_count() > 0) {
+    let nulls = arr.logical_nulls().filter(|n| n.null_count() > 0);
+    let has_nulls = nulls.is_some();
+    match nulls {
         Some(nulls) => {
             p.push(1);
             let mut bits = vec![0u8; rows.div_ceil(8)];
@@ -25,7 +27,7 @@ pub(crate) fn write_block(arr: &dyn Array, codec: Codec, encode: bool, out: &mut
         }
         None => p.push(0),
     }
-    let enc = tessera_common::int_like_dispatch!(arr.data_type(), A => encode_ints::<A>(arr, encode, &mut p), _ => {
+    let enc = tessera_common::int_like_dispatch!(arr.data_type(), A => encode_ints::<A>(arr, encode && !has_nulls, encode, &mut p), _ => {
         match fixed_width(arr.data_type()) {
             Some(_) => {
                 let data = arr.to_data();
@@ -55,12 +57,22 @@ pub(crate) fn write_block(arr: &dyn Array, codec: Codec, encode: bool, out: &mut
     Ok(())
 }
 
-fn encode_ints<A: ArrowPrimitiveType>(arr: &dyn Array, encode: bool, p: &mut Vec<u8>) -> Encoding
+/// Rows of a block per non-zero value at most for [`Encoding::Sparse`]: at least 15/16 of
+/// the rows zero (ClickHouse's `ratio_of_defaults_for_sparse_serialization`, 0.9375).
+pub(crate) const SPARSE_RATIO: usize = 16;
+
+/// Encodes an integer block into `p`: sparse when `sparse` (light encodings on, no NULLs)
+/// and nearly every value is zero, else frame-of-reference when `encode` and smaller than
+/// plain, else plain.
+fn encode_ints<A: ArrowPrimitiveType>(arr: &dyn Array, sparse: bool, encode: bool, p: &mut Vec<u8>) -> Encoding
 where
     A::Native: IntNative,
 {
     let a = arr.as_primitive::<A>();
     let vals: &[A::Native] = a.values();
+    if sparse && encode_sparse(vals, p) {
+        return Encoding::Sparse;
+    }
     if encode && !vals.is_empty() {
         let (mut lo, mut hi) = (vals[0].to_i128(), vals[0].to_i128());
         for v in vals {
@@ -92,6 +104,43 @@ where
     }
     p.extend_from_slice(a.values().inner().as_slice());
     Encoding::Plain
+}
+
+/// Appends `vals` as [`Encoding::Sparse`] (non-zero count, position width, positions, values)
+/// if at most one value in [`SPARSE_RATIO`] is non-zero; `false` (nothing written) otherwise.
+fn encode_sparse<T: IntNative>(vals: &[T], p: &mut Vec<u8>) -> bool {
+    let most = vals.len() / SPARSE_RATIO;
+    if most == 0 {
+        return false;
+    }
+    let mut at: Vec<u32> = Vec::with_capacity(most);
+    for (i, v) in vals.iter().enumerate() {
+        if v.to_i128() != 0 {
+            if at.len() == most {
+                return false;
+            }
+            at.push(i as u32);
+        }
+    }
+    let width = sparse_position_width(vals.len());
+    p.extend_from_slice(&(at.len() as u32).to_le_bytes());
+    p.push(width as u8);
+    for &i in &at {
+        p.extend_from_slice(&i.to_le_bytes()[..width]);
+    }
+    for &i in &at {
+        vals[i as usize].put_le(p);
+    }
+    true
+}
+
+/// Bytes of a sparse block's positions: the narrowest of 1, 2, 4 that holds `rows - 1`.
+pub(crate) fn sparse_position_width(rows: usize) -> usize {
+    match rows {
+        0..=256 => 1,
+        257..=65_536 => 2,
+        _ => 4,
+    }
 }
 
 /// Rows after which a block whose values are more than 3/4 distinct stays plain.

@@ -19,9 +19,9 @@ use tessera_common::{Error, Result};
 use crate::block::{self, Codec, IntNative};
 
 /// Version of the part format this build writes. Version 2 added string blocks with value
-/// lengths instead of offsets (encoding 3); this build reads versions
-/// [`MIN_FORMAT_VERSION`]..=`FORMAT_VERSION`.
-pub const FORMAT_VERSION: u32 = 2;
+/// lengths instead of offsets (encoding 3), version 3 sparse integer blocks (encoding 4);
+/// this build reads versions [`MIN_FORMAT_VERSION`]..=`FORMAT_VERSION`.
+pub const FORMAT_VERSION: u32 = 3;
 
 /// The oldest part format version this build reads.
 pub const MIN_FORMAT_VERSION: u32 = 1;

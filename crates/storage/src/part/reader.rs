@@ -370,6 +370,54 @@ impl Part {
         self.read_granules_as(c, g0, g1, true)
     }
 
+    /// The rows of granules `g0..g1` (numbered from `g0`'s first row) where integer column
+    /// `c` is not zero, ascending, and its values there; `None` unless every block holding
+    /// those granules is sparse ([`block::read_block_sparse`]: the other rows are zero).
+    ///
+    /// # Errors
+    /// As [`Part::read_granules`].
+    pub(crate) fn read_granules_sparse(&self, c: usize, g0: usize, g1: usize) -> Result<Option<(Vec<u32>, ArrayRef)>> {
+        let field = self.schema.field(c);
+        let (map, marks) = (&self.maps[c], &self.marks[c]);
+        let (mut rows, mut values, mut base) = (Vec::new(), Vec::new(), 0u32);
+        let mut g = g0;
+        while g < g1 {
+            let (off, r0) = marks[g];
+            let mut end = g + 1;
+            while end < g1 && marks[end].0 == off {
+                end += 1;
+            }
+            let want: usize = (g..end).map(|x| self.granule_len(x)).sum();
+            let err = |d: String| {
+                self.corrupt(&format!("c{c}.bin"), format!("column {}, block at byte offset {off}: {d}", field.name()))
+            };
+            let buf = &map[off as usize..];
+            block::block_len(buf).map_err(err)?;
+            let verify = !self.is_verified(c, g);
+            let Some((block_rows, at, vals)) = block::read_block_sparse(buf, field.data_type(), verify).map_err(err)? else {
+                return Ok(None);
+            };
+            if verify {
+                self.set_verified(c, g);
+            }
+            let (lo, hi) = (r0, r0 as usize + want);
+            if hi > block_rows {
+                return Err(err(format!("block has {block_rows} rows, marks need rows {lo}..{hi}")));
+            }
+            let first = at.partition_point(|&i| i < lo);
+            let last = at.partition_point(|&i| (i as usize) < hi);
+            rows.extend(at[first..last].iter().map(|&i| i - lo + base));
+            values.push(vals.slice(first, last - first));
+            base += want as u32;
+            g = end;
+        }
+        let values = match values.len() {
+            1 => values.pop().expect("one piece"),
+            _ => concat_pieces(&values, || format!("column {} of part {}, granules {g0}..{g1}", field.name(), self.name))?,
+        };
+        Ok(Some((rows, values)))
+    }
+
     fn read_granules_as(&self, c: usize, g0: usize, g1: usize, sizes: bool) -> Result<ArrayRef> {
         let field = self.schema.field(c);
         let map = &self.maps[c];
