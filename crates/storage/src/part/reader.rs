@@ -378,51 +378,53 @@ impl Part {
     /// As [`Part::read_granules`].
     pub(crate) fn read_granules_sparse(&self, c: usize, g0: usize, g1: usize) -> Result<Option<(Vec<u32>, ArrayRef)>> {
         let field = self.schema.field(c);
-        let (map, marks) = (&self.maps[c], &self.marks[c]);
         let (mut rows, mut values, mut base) = (Vec::new(), Vec::new(), 0u32);
-        let mut g = g0;
-        while g < g1 {
-            let (off, r0) = marks[g];
-            let mut end = g + 1;
-            while end < g1 && marks[end].0 == off {
-                end += 1;
-            }
-            let want: usize = (g..end).map(|x| self.granule_len(x)).sum();
-            let err = |d: String| {
-                self.corrupt(&format!("c{c}.bin"), format!("column {}, block at byte offset {off}: {d}", field.name()))
-            };
-            let buf = &map[off as usize..];
-            block::block_len(buf).map_err(err)?;
-            let verify = !self.is_verified(c, g);
-            let Some((block_rows, at, vals)) = block::read_block_sparse(buf, field.data_type(), verify).map_err(err)? else {
+        for run in self.block_runs(c, g0, g1) {
+            let Some((block_rows, at, vals)) = self.with_block(c, &run, |buf, verify| block::read_block_sparse(buf, field.data_type(), verify))?
+            else {
                 return Ok(None);
             };
-            if verify {
-                self.set_verified(c, g);
-            }
-            let (lo, hi) = (r0, r0 as usize + want);
+            let (lo, hi) = (run.r0, run.r0 as usize + run.rows);
             if hi > block_rows {
-                return Err(err(format!("block has {block_rows} rows, marks need rows {lo}..{hi}")));
+                return Err(self.block_error(c, run.off, format!("block has {block_rows} rows, marks need rows {lo}..{hi}")));
             }
             let first = at.partition_point(|&i| i < lo);
             let last = at.partition_point(|&i| (i as usize) < hi);
             rows.extend(at[first..last].iter().map(|&i| i - lo + base));
             values.push(vals.slice(first, last - first));
-            base += want as u32;
-            g = end;
+            base += run.rows as u32;
         }
-        let values = match values.len() {
-            1 => values.pop().expect("one piece"),
-            _ => concat_pieces(&values, || format!("column {} of part {}, granules {g0}..{g1}", field.name(), self.name))?,
-        };
+        let values = concat_pieces(&values, || format!("column {} of part {}, granules {g0}..{g1}", field.name(), self.name))?;
         Ok(Some((rows, values)))
     }
 
     fn read_granules_as(&self, c: usize, g0: usize, g1: usize, sizes: bool) -> Result<ArrayRef> {
         let field = self.schema.field(c);
-        let map = &self.maps[c];
-        let marks = &self.marks[c];
         let mut pieces: Vec<ArrayRef> = Vec::new();
+        for run in self.block_runs(c, g0, g1) {
+            let arr = self.with_block(c, &run, |buf, verify| {
+                Ok(if sizes {
+                    Arc::new(block::read_block_sizes(buf, field.data_type(), verify)?) as ArrayRef
+                } else {
+                    block::decode_block(buf, field.data_type(), verify)?
+                })
+            })?;
+            let (r0, want) = (run.r0 as usize, run.rows);
+            if r0 + want > arr.len() {
+                return Err(self.block_error(c, run.off, format!("block has {} rows, marks need rows {}..{}", arr.len(), r0, r0 + want)));
+            }
+            if arr.null_count() > 0 && !field.is_nullable() {
+                return Err(self.block_error(c, run.off, "NULLs in a NOT NULL column".into()));
+            }
+            pieces.push(if r0 == 0 && want == arr.len() { arr } else { arr.slice(r0, want) });
+        }
+        concat_pieces(&pieces, || format!("column {} of part {}, granules {g0}..{g1}", field.name(), self.name))
+    }
+
+    /// The blocks of column `c` holding granules `g0..g1`, in order.
+    fn block_runs(&self, c: usize, g0: usize, g1: usize) -> Vec<BlockRun> {
+        let marks = &self.marks[c];
+        let mut runs = Vec::new();
         let mut g = g0;
         while g < g1 {
             let (off, r0) = marks[g];
@@ -430,36 +432,45 @@ impl Part {
             while end < g1 && marks[end].0 == off {
                 end += 1;
             }
-            let want: usize = (g..end).map(|x| self.granule_len(x)).sum();
-            let err = |d: String| {
-                self.corrupt(&format!("c{c}.bin"), format!("column {}, block at byte offset {off}: {d}", field.name()))
-            };
-            let buf = &map[off as usize..];
-            let len = block::block_len(buf).map_err(err)?;
-            let _ = map.advise_range(Advice::WillNeed, off as usize, len);
-            let verify = !self.is_verified(c, g);
-            let arr = if sizes {
-                Arc::new(block::read_block_sizes(buf, field.data_type(), verify).map_err(err)?) as ArrayRef
-            } else {
-                block::decode_block(buf, field.data_type(), verify).map_err(err)?
-            };
-            if verify {
-                self.set_verified(c, g);
-            }
-            if r0 as usize + want > arr.len() {
-                return Err(err(format!("block has {} rows, marks need rows {}..{}", arr.len(), r0, r0 as usize + want)));
-            }
-            if arr.null_count() > 0 && !field.is_nullable() {
-                return Err(err("NULLs in a NOT NULL column".into()));
-            }
-            pieces.push(if r0 == 0 && want == arr.len() { arr } else { arr.slice(r0 as usize, want) });
+            runs.push(BlockRun { g, off, r0, rows: (g..end).map(|x| self.granule_len(x)).sum() });
             g = end;
         }
-        match pieces.len() {
-            1 => Ok(pieces.pop().expect("one piece")),
-            _ => concat_pieces(&pieces, || format!("column {} of part {}, granules {g0}..{g1}", field.name(), self.name)),
-        }
+        runs
     }
+
+    /// `read` of the block of `run` (its bytes from the header on, and whether its checksum
+    /// is still to be verified), the granule marked verified after it succeeds; a damaged
+    /// block is [`Error::Corrupt`] naming it ([`Part::block_error`]).
+    fn with_block<T>(&self, c: usize, run: &BlockRun, read: impl FnOnce(&[u8], bool) -> block::DResult<T>) -> Result<T> {
+        let map = &self.maps[c];
+        let buf = &map[run.off as usize..];
+        let len = block::block_len(buf).map_err(|d| self.block_error(c, run.off, d))?;
+        let _ = map.advise_range(Advice::WillNeed, run.off as usize, len);
+        let verify = !self.is_verified(c, run.g);
+        let out = read(buf, verify).map_err(|d| self.block_error(c, run.off, d))?;
+        if verify {
+            self.set_verified(c, run.g);
+        }
+        Ok(out)
+    }
+
+    /// [`Error::Corrupt`] for the block of column `c` at byte offset `off`: `detail` with
+    /// the part, the column file, the column and the offset.
+    fn block_error(&self, c: usize, off: u64, detail: String) -> Error {
+        self.corrupt(&format!("c{c}.bin"), format!("column {}, block at byte offset {off}: {detail}", self.schema.field(c).name()))
+    }
+}
+
+/// Granules of a read that one block holds ([`Part::block_runs`]).
+struct BlockRun {
+    /// The first of them.
+    g: usize,
+    /// The block's byte offset in the column file.
+    off: u64,
+    /// Their first row in the block.
+    r0: u32,
+    /// Their rows.
+    rows: usize,
 }
 
 /// Validates `bloom.idx` (`bytes`, the whole file) and returns, per column of `ncols`, the
