@@ -273,7 +273,9 @@ def multiset_eq(a, b):
     # within 1e-9 of each other), and taking the first candidate left a later row of a
     # correct answer without its own pair (fuzz seed 20261207).
     def exact_key(r):
-        return tuple(("nan",) if isinstance(v, float) and math.isnan(v) else v for v in r)
+        # Typed: Python's True == 1 (same hash), which `eq` tells apart (rows that differ only
+        # so go to the matching within the tolerance below).
+        return tuple((type(v).__name__, "nan" if isinstance(v, float) and math.isnan(v) else v) for v in r)
     left_b = collections.Counter(exact_key(y) for y in b)
     rest_a = []
     for x in a:

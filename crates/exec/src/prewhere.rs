@@ -100,7 +100,7 @@ fn sparse_column(p: &Predicate, cols: &[usize], schema: &Schema) -> Option<usize
     if has_expr(p) || !tessera_common::is_int_like(dt) {
         return None;
     }
-    let zero = arrow::compute::cast(&arrow::array::Int8Array::from(vec![0i8]), dt).ok()?;
+    let zero = arrow::compute::cast(&arrow::array::Int64Array::from(vec![0i64]), dt).ok()?;
     let mut at = vec![None; schema.fields().len()];
     at[c] = Some(zero);
     let held = evaluate(p, &at, 1, Kernels::scalar()).ok()?;
@@ -411,6 +411,47 @@ mod tests {
 
     fn schema() -> Schema {
         Schema::new(vec![Field::new("n", DataType::Int32, true), Field::new("s", DataType::Utf8, true)])
+    }
+
+    /// A conjunct is evaluated on a column's non-zero rows only when it reads one integer-like
+    /// column (dates and timestamps too), holds no expression and is not TRUE at zero.
+    #[test]
+    fn sparse_conjuncts_are_those_zero_fails() {
+        use arrow::datatypes::TimeUnit;
+        let schema = Schema::new(vec![
+            Field::new("i", DataType::Int32, true),
+            Field::new("u", DataType::UInt8, true),
+            Field::new("d", DataType::Date32, true),
+            Field::new("t", DataType::Timestamp(TimeUnit::Second, None), true),
+            Field::new("f", DataType::Float64, true),
+            Field::new("s", DataType::Utf8, true),
+        ]);
+        let cmp = |column: usize, op: CmpOp, v: i128| Predicate::Cmp { column, op, value: Value::Int(v) };
+        let cases = [
+            (cmp(0, CmpOp::NotEq, 0), Some(0)),
+            (cmp(0, CmpOp::Eq, 3), Some(0)),
+            (cmp(0, CmpOp::Gt, 0), Some(0)),
+            (cmp(0, CmpOp::Eq, 0), None),
+            (cmp(0, CmpOp::Gt, -1), None),
+            (Predicate::Not(Box::new(cmp(0, CmpOp::Eq, 0))), Some(0)),
+            (Predicate::Or(vec![cmp(0, CmpOp::Eq, 2), cmp(0, CmpOp::Eq, 5)]), Some(0)),
+            (Predicate::Or(vec![cmp(0, CmpOp::Eq, 2), cmp(1, CmpOp::Eq, 5)]), None),
+            (cmp(1, CmpOp::NotEq, 0), Some(1)),
+            (cmp(1, CmpOp::Lt, 1), None),
+            (cmp(2, CmpOp::Gt, 15_000), Some(2)),
+            (cmp(2, CmpOp::NotEq, 0), Some(2)),
+            (cmp(3, CmpOp::NotEq, 0), Some(3)),
+            (cmp(3, CmpOp::LtEq, 0), None),
+            (Predicate::Cmp { column: 4, op: CmpOp::NotEq, value: Value::Float(0.0) }, None),
+            (Predicate::Cmp { column: 5, op: CmpOp::NotEq, value: Value::Bytes(Vec::new()) }, None),
+        ];
+        for (p, want) in cases {
+            let mut cols = Vec::new();
+            predicate_columns(&p, &mut cols);
+            cols.sort_unstable();
+            cols.dedup();
+            assert_eq!(sparse_column(&p, &cols, &schema), want, "{p:?}");
+        }
     }
 
     /// The conjuncts of `WHERE s LIKE '%b%' AND s <> '' AND n > k` (NULLs included), run

@@ -135,3 +135,64 @@ fn wrong_format_version_is_named() {
         expect_corrupt(dir.path(), "checksums.txt", &[&format!("unsupported part format version {v}")]);
     }
 }
+
+/// Reading a column's non-zero rows (`morsel_sparse`, the sparse WHERE path) never passes a
+/// damaged block: a block that is not sparse is left to the whole read, which still checks
+/// its checksum, and a damaged sparse block is `Corrupt`, whichever read comes first. Blocks
+/// are stored without a codec, so a flipped value byte decodes and only the checksum tells.
+#[test]
+fn sparse_reads_check_checksums() {
+    // `k` (frame of reference) is not sparse, `a` is (1 row in 50 not zero).
+    let dir = tempfile::tempdir().unwrap();
+    let schema: SchemaRef = Arc::new(Schema::new(vec![Field::new("k", DataType::Int32, false), Field::new("a", DataType::Int32, false)]));
+    let store = Store::open(dir.path()).unwrap();
+    let opts = TableOptions { order_by: vec!["k".into()], granule_rows: 512, codec: tessera_storage::Codec::None, ..TableOptions::default() };
+    let table = store.create_table("t", schema.clone(), opts).unwrap();
+    let b = RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(Int32Array::from((0..5000).map(|i| i * 3).collect::<Vec<i32>>())),
+            Arc::new(Int32Array::from((0..5000).map(|i| if i % 50 == 3 { i } else { 0 }).collect::<Vec<i32>>())),
+        ],
+    )
+    .unwrap();
+    table.insert(&[b]).unwrap();
+    drop((table, store));
+    let copy = || {
+        let to = tempfile::tempdir().unwrap();
+        for (from, into) in [(dir.path().join("t"), to.path().join("t")), (dir.path().join("t").join(PART), to.path().join("t").join(PART))] {
+            std::fs::create_dir_all(&into).unwrap();
+            for e in std::fs::read_dir(&from).unwrap() {
+                let e = e.unwrap();
+                if e.file_type().unwrap().is_file() {
+                    std::fs::copy(e.path(), into.join(e.file_name())).unwrap();
+                }
+            }
+        }
+        to
+    };
+    let block = |c: usize| std::fs::read(dir.path().join("t").join(PART).join(format!("c{c}.bin"))).unwrap();
+    assert_eq!((block(0)[9], block(1)[9]), (2, 4), "k frame of reference, a sparse");
+    // A value byte of `k`'s first block (past the header, null flag, base and width).
+    let d = copy();
+    flip(&d.path().join("t").join(PART).join("c0.bin"), 24 + 1 + 16 + 1 + 100);
+    let t = Store::open(d.path()).unwrap().table("t").unwrap().snapshot().unwrap();
+    assert!((0..t.chunk_lens().len()).all(|m| t.morsel_sparse(0, m).is_none()));
+    assert!(matches!(t.columns(&[0]), Err(Error::Corrupt { .. })), "k after a sparse probe");
+    // A value of `a`'s first block (its last byte), read sparse first or whole first.
+    for sparse_first in [true, false] {
+        let d = copy();
+        let len = u32::from_le_bytes(block(1)[20..24].try_into().unwrap()) as usize;
+        flip(&d.path().join("t").join(PART).join("c1.bin"), 24 + len - 1);
+        let t = Store::open(d.path()).unwrap().table("t").unwrap().snapshot().unwrap();
+        let sparse = || match t.morsel_sparse(1, 0) {
+            Some(Err(Error::Corrupt { detail, .. })) => assert!(detail.contains("column a"), "{detail}"),
+            other => panic!("sparse first {sparse_first}: expected Corrupt, got {:?}", other.map(|r| r.map(|(rows, _)| rows.len()))),
+        };
+        if sparse_first {
+            sparse();
+        }
+        assert!(matches!(t.columns(&[1]), Err(Error::Corrupt { .. })), "sparse first {sparse_first}");
+        sparse();
+    }
+}

@@ -15,7 +15,7 @@ mod read;
 mod write;
 
 pub(crate) use lz4_prefix::lz4_prefix;
-pub(crate) use read::{decode_block, read_block, read_block_sizes, read_block_sparse, sizes_of};
+pub(crate) use read::{decode_block, read_block, read_block_sizes, read_block_sparse, is_sparse, sizes_of};
 pub(crate) use write::write_block;
 
 use arrow::array::{Array, AsArray};
@@ -244,6 +244,13 @@ mod tests {
             assert!(read_block(&out, &DataType::Int64).unwrap_err().contains(says), "{says}");
             assert!(read_block_sparse(&out, &DataType::Int64, true).unwrap_err().contains(says), "{says}");
         }
+        // A damaged row count (4 billion rows for 4 values) is an error, not a 32 GiB zeroed
+        // allocation.
+        let mut out = good.clone();
+        out[12..16].copy_from_slice(&u32::MAX.to_le_bytes());
+        let h = xxhash_rust::xxh3::xxh3_64(&out[8..]);
+        out[..8].copy_from_slice(&h.to_le_bytes());
+        assert!(read_block(&out, &DataType::Int64).unwrap_err().contains("sparse block declares 4294967295 rows"));
     }
 
     /// Strings of at most 255 or 65,535 bytes are stored with 1- or 2-byte lengths, longer

@@ -314,6 +314,11 @@ where
         if nulls.is_some() {
             return Err("sparse block with NULLs".into());
         }
+        // The rows past the non-zero ones are bounded by nothing in the payload: bounded
+        // here as the payloads are (a damaged row count must not ask for 32 GiB).
+        if rows.saturating_mul(std::mem::size_of::<A::Native>()) > MAX_PAYLOAD {
+            return Err(format!("sparse block declares {rows} rows: more than {MAX_PAYLOAD} bytes decoded"));
+        }
         let (at, vals) = sparse_parts::<A::Native>(r, rows)?;
         let mut out = vec![A::Native::from_i128(0); rows];
         for (&i, v) in at.iter().zip(vals) {
@@ -390,6 +395,12 @@ fn sparse_parts<T: IntNative>(r: &mut Reader<'_>, rows: usize) -> DResult<(Vec<u
     Ok((at, vals))
 }
 
+/// Whether the block at the start of `buf` is sparse ([`Encoding::Sparse`]), by its header's
+/// encoding byte alone (nothing verified).
+pub(crate) fn is_sparse(buf: &[u8]) -> bool {
+    buf.get(9) == Some(&(Encoding::Sparse as u8))
+}
+
 /// A sparse block's non-zero rows: the block's row count, their positions (ascending) and
 /// their values.
 pub(crate) type SparseRows = (usize, Vec<u32>, ArrayRef);
@@ -397,7 +408,7 @@ pub(crate) type SparseRows = (usize, Vec<u32>, ArrayRef);
 /// The non-zero rows of an integer block ([`Encoding::Sparse`]), or `None` when the block is
 /// not sparse (only its header is read then). `verify`: as [`decode_block`]'s.
 pub(crate) fn read_block_sparse(buf: &[u8], dt: &DataType, verify: bool) -> DResult<Option<SparseRows>> {
-    if buf.get(9) != Some(&(Encoding::Sparse as u8)) {
+    if !is_sparse(buf) {
         return Ok(None);
     }
     let (_, rows, payload) = open_block(buf, verify)?;

@@ -380,9 +380,14 @@ impl Part {
         let field = self.schema.field(c);
         let (mut rows, mut values, mut base) = (Vec::new(), Vec::new(), 0u32);
         for run in self.block_runs(c, g0, g1) {
+            // Asked before `with_block`, which marks the block verified: a block that is not
+            // sparse is not read here, so its checksum is still to be verified.
+            if !block::is_sparse(&self.maps[c][run.off as usize..]) {
+                return Ok(None);
+            }
             let Some((block_rows, at, vals)) = self.with_block(c, &run, |buf, verify| block::read_block_sparse(buf, field.data_type(), verify))?
             else {
-                return Ok(None);
+                return Err(self.block_error(c, run.off, "sparse block read as another encoding".into()));
             };
             let (lo, hi) = (run.r0, run.r0 as usize + run.rows);
             if hi > block_rows {
