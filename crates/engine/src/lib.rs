@@ -115,12 +115,20 @@ impl Database {
     /// against `max_server_memory_usage`.
     fn with_store(store: tessera_storage::Store) -> Self {
         let store = Arc::new(store);
-        let cache_of = Arc::downgrade(&store);
-        let server = ServerMemory::with_external(0, move || {
-            cache_of.upgrade().map_or(0, |s| {
-                usize::try_from(s.block_cache().bytes() + s.condition_cache().bytes()).unwrap_or(usize::MAX)
-            })
-        });
+        let (cache_of, budgets_of) = (Arc::downgrade(&store), Arc::downgrade(&store));
+        let server = ServerMemory::with_external(
+            0,
+            move || {
+                cache_of.upgrade().map_or(0, |s| {
+                    usize::try_from(s.block_cache().bytes() + s.condition_cache().bytes()).unwrap_or(usize::MAX)
+                })
+            },
+            move || {
+                budgets_of.upgrade().map_or(0, |s| {
+                    usize::try_from(s.block_cache().capacity() + s.condition_cache().capacity()).unwrap_or(usize::MAX)
+                })
+            },
+        );
         Database { store: Some(store), server: Arc::new(server), ..Self::default() }
     }
 

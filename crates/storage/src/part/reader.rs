@@ -385,7 +385,9 @@ impl Part {
             if !block::is_sparse(&self.maps[c][run.off as usize..]) {
                 return Ok(None);
             }
-            let Some((block_rows, at, vals)) = self.with_block(c, &run, |buf, verify| block::read_block_sparse(buf, field.data_type(), verify))?
+            // Not advised (`WillNeed`): a sparse block is a few KiB, and the `madvise` call per
+            // block was a tenth of ClickBench Q2's time from disk.
+            let Some((block_rows, at, vals)) = self.with_block(c, &run, false, |buf, verify| block::read_block_sparse(buf, field.data_type(), verify))?
             else {
                 return Err(self.block_error(c, run.off, "sparse block read as another encoding".into()));
             };
@@ -407,7 +409,7 @@ impl Part {
         let field = self.schema.field(c);
         let mut pieces: Vec<ArrayRef> = Vec::new();
         for run in self.block_runs(c, g0, g1) {
-            let arr = self.with_block(c, &run, |buf, verify| {
+            let arr = self.with_block(c, &run, true, |buf, verify| {
                 Ok(if sizes {
                     Arc::new(block::read_block_sizes(buf, field.data_type(), verify)?) as ArrayRef
                 } else {
@@ -445,12 +447,16 @@ impl Part {
 
     /// `read` of the block of `run` (its bytes from the header on, and whether its checksum
     /// is still to be verified), the granule marked verified after it succeeds; a damaged
-    /// block is [`Error::Corrupt`] naming it ([`Part::block_error`]).
-    fn with_block<T>(&self, c: usize, run: &BlockRun, read: impl FnOnce(&[u8], bool) -> block::DResult<T>) -> Result<T> {
+    /// block is [`Error::Corrupt`] naming it ([`Part::block_error`]). `advise`: tell the
+    /// kernel the block's pages are needed first (`MADV_WILLNEED`: read-ahead of a large
+    /// block).
+    fn with_block<T>(&self, c: usize, run: &BlockRun, advise: bool, read: impl FnOnce(&[u8], bool) -> block::DResult<T>) -> Result<T> {
         let map = &self.maps[c];
         let buf = &map[run.off as usize..];
         let len = block::block_len(buf).map_err(|d| self.block_error(c, run.off, d))?;
-        let _ = map.advise_range(Advice::WillNeed, run.off as usize, len);
+        if advise {
+            let _ = map.advise_range(Advice::WillNeed, run.off as usize, len);
+        }
         let verify = !self.is_verified(c, run.g);
         let out = read(buf, verify).map_err(|d| self.block_error(c, run.off, d))?;
         if verify {
