@@ -192,12 +192,7 @@ impl Prewhere {
                     if let Some(kept) = step.on_sparse(input, m, len, mcols, kern)? {
                         return Ok(kept.len());
                     }
-                    input.read(m, &step.cols, mcols)?;
-                    let bits = evaluate(&step.pred, &mcols.cols, len, kern)?;
-                    if let Some(key) = step.cache_key {
-                        input.record_condition(key, m, &bits);
-                    }
-                    Ok(bits.count_set_bits())
+                    Ok(step.on_morsel(input, m, len, mcols, kern)?.count_set_bits())
                 }
                 start => Ok(self.select_from(input, m, len, mcols, kern, None, None, start)?.map_or(len, |s| s.len())),
             },
@@ -279,21 +274,15 @@ impl Prewhere {
                     let bits = evaluate(&step.pred, &gathered, rows.len(), kern)?;
                     Some(rows.iter().zip(bits.iter()).filter(|(_, b)| *b).map(|(&r, _)| r).collect())
                 }
-                sel => match step.on_sparse(input, m, len, mcols, kern)? {
-                    Some(kept) => match sel {
-                        None => Some(kept),
-                        Some(rows) => Some(intersect_rows(&rows, &kept)),
-                    },
-                    None => {
-                    input.read(m, &step.cols, mcols)?;
-                    let bits = evaluate(&step.pred, &mcols.cols, len, kern)?;
-                    if let Some(key) = step.cache_key {
-                        input.record_condition(key, m, &bits);
-                    }
-                    match sel {
-                        None => selection(&bits, kern),
-                        Some(rows) => Some(rows.into_iter().filter(|&r| bits.value(r as usize)).collect()),
-                    }
+                sel => match (step.on_sparse(input, m, len, mcols, kern)?, sel) {
+                    (Some(kept), None) => Some(kept),
+                    (Some(kept), Some(rows)) => Some(intersect_rows(&rows, &kept)),
+                    (None, sel) => {
+                        let bits = step.on_morsel(input, m, len, mcols, kern)?;
+                        match sel {
+                            None => selection(&bits, kern),
+                            Some(rows) => Some(rows.into_iter().filter(|&r| bits.value(r as usize)).collect()),
+                        }
                     }
                 },
             };
@@ -333,6 +322,18 @@ impl Prewhere {
 }
 
 impl Step {
+    /// One bit per row of morsel `m` (`len` rows), set where this step is TRUE: its columns
+    /// read whole into `mcols` and evaluated on every row, recorded in the query condition
+    /// cache when it is cached.
+    fn on_morsel(&self, input: &Input<'_>, m: usize, len: usize, mcols: &mut MorselColumns<'_>, kern: &Kernels) -> Result<BooleanBuffer> {
+        input.read(m, &self.cols, mcols)?;
+        let bits = evaluate(&self.pred, &mcols.cols, len, kern)?;
+        if let Some(key) = self.cache_key {
+            input.record_condition(key, m, &bits);
+        }
+        Ok(bits)
+    }
+
     /// The rows of morsel `m` (`len` rows) where this step is TRUE, evaluated on its
     /// column's non-zero rows only, when it may be ([`Step::sparse`]) and the source stores
     /// the column sparsely there ([`Input::read_sparse`]). `None`: evaluate it the usual way.

@@ -261,12 +261,7 @@ impl<'a> Dict<'a> {
             1 | 2 | 4 => r.take(rows.checked_mul(width).ok_or("length overflow")?)?,
             w => return Err(format!("bad dictionary index width {w}")),
         };
-        // One loop per width (the generic one copied each index through a 4-byte array).
-        let ids: Vec<u32> = match width {
-            1 => idx.iter().map(|&b| u32::from(b)).collect(),
-            2 => idx.chunks_exact(2).map(|c| u32::from(u16::from_le_bytes([c[0], c[1]]))).collect(),
-            _ => idx.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
-        };
+        let ids = le_u32s(idx, width);
         if let Some(&id) = ids.iter().max().filter(|&&id| id as usize >= n) {
             return Err(format!("dictionary index {id} out of range ({n} entries)"));
         }
@@ -370,6 +365,17 @@ where
     Ok(Arc::new(PrimitiveArray::<A>::new(ScalarBuffer::from(out), nulls).with_data_type(A::DATA_TYPE)))
 }
 
+/// `bytes` as little-endian unsigned integers of `width` bytes (1, 2 or 4; 4 for any other):
+/// dictionary indexes, sparse positions. One loop per width (a generic one copied each value
+/// through a 4-byte array).
+fn le_u32s(bytes: &[u8], width: usize) -> Vec<u32> {
+    match width {
+        1 => bytes.iter().map(|&b| u32::from(b)).collect(),
+        2 => bytes.chunks_exact(2).map(|c| u32::from(u16::from_le_bytes([c[0], c[1]]))).collect(),
+        _ => bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
+    }
+}
+
 /// A sparse block's positions (strictly ascending, each below `rows`) and values, read
 /// from `r` ([`Encoding::Sparse`]); every other row is zero.
 fn sparse_parts<T: IntNative>(r: &mut Reader<'_>, rows: usize) -> DResult<(Vec<u32>, Vec<T>)> {
@@ -379,19 +385,15 @@ fn sparse_parts<T: IntNative>(r: &mut Reader<'_>, rows: usize) -> DResult<(Vec<u
     }
     let width = r.u8()? as usize;
     let bytes = match width {
-        1 | 2 | 4 => r.take(n * width)?,
+        1 | 2 | 4 => r.take(n.checked_mul(width).ok_or("length overflow")?)?,
         w => return Err(format!("bad sparse position width {w}")),
     };
-    let at: Vec<u32> = match width {
-        1 => bytes.iter().map(|&b| u32::from(b)).collect(),
-        2 => bytes.chunks_exact(2).map(|c| u32::from(u16::from_le_bytes([c[0], c[1]]))).collect(),
-        _ => bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
-    };
+    let at = le_u32s(bytes, width);
     if at.windows(2).any(|w| w[0] >= w[1]) || at.last().is_some_and(|&l| l as usize >= rows) {
         return Err(format!("sparse positions not ascending within {rows} rows"));
     }
     let size = std::mem::size_of::<T>();
-    let vals = r.take(n * size)?.chunks_exact(size).map(T::get_le).collect();
+    let vals = r.take(n.checked_mul(size).ok_or("length overflow")?)?.chunks_exact(size).map(T::get_le).collect();
     Ok((at, vals))
 }
 

@@ -6,8 +6,9 @@ use arrow::datatypes::ArrowPrimitiveType;
 use super::{Codec, Encoding, IntNative, fixed_width, plain_size, var_parts};
 
 /// Appends one block holding all of `arr` to `out`. `encode` allows dictionary and
-/// frame-of-reference encodings (each used only where it makes the block smaller) and
-/// strings stored with their lengths ([`Encoding::Sized`]); without it blocks are plain.
+/// frame-of-reference encodings (each used only where it makes the block smaller), sparse
+/// integer blocks (no NULLs and at least 15/16 zeros, [`Encoding::Sparse`]) and strings
+/// stored with their lengths ([`Encoding::Sized`]); without it blocks are plain.
 ///
 /// # Errors
 /// A message if the codec fails (only possible for zstd with a bad level).
@@ -59,7 +60,7 @@ pub(crate) fn write_block(arr: &dyn Array, codec: Codec, encode: bool, out: &mut
 
 /// Rows of a block per non-zero value at most for [`Encoding::Sparse`]: at least 15/16 of
 /// the rows zero (ClickHouse's `ratio_of_defaults_for_sparse_serialization`, 0.9375).
-pub(crate) const SPARSE_RATIO: usize = 16;
+const SPARSE_RATIO: usize = 16;
 
 /// Encodes an integer block into `p`: sparse when `sparse` (light encodings on, no NULLs)
 /// and nearly every value is zero, else frame-of-reference when `encode` and smaller than
@@ -135,7 +136,7 @@ fn encode_sparse<T: IntNative>(vals: &[T], p: &mut Vec<u8>) -> bool {
 }
 
 /// Bytes of a sparse block's positions: the narrowest of 1, 2, 4 that holds `rows - 1`.
-pub(crate) fn sparse_position_width(rows: usize) -> usize {
+fn sparse_position_width(rows: usize) -> usize {
     match rows {
         0..=256 => 1,
         257..=65_536 => 2,
