@@ -99,8 +99,8 @@ pub(crate) struct BenchArgs {
     /// queries stream morsels from the memory-mapped parts, through the decoded-block cache.
     #[arg(long, conflicts_with = "load")]
     db: Option<PathBuf>,
-    /// With `--db`: byte budget of the decoded-block cache (default 2 GiB; 0 = no cache,
-    /// every run decodes from the parts).
+    /// With `--db`: byte budget of the decoded-block cache (default a quarter of RAM, at
+    /// least 2 GiB; 0 = no cache, every run decodes from the parts).
     #[arg(long, requires = "db")]
     block_cache_size: Option<u64>,
     /// Extra SQL statements to time (named S1, S2, .. in the output); repeatable.

@@ -54,7 +54,7 @@ use tessera_exec::Pools;
 pub use tessera_exec::{Batches, CancelToken, Profile, QueryContext, ServerMemory};
 use tessera_sql::Statement;
 pub use tessera_formats::{BatchReader, Compression, FileSink, Format, Input, ReadOptions, SINK_BUFFER_BYTES, WriteOptions, WriteStats};
-pub use tessera_storage::{Codec, DEFAULT_BLOCK_CACHE_BYTES, DEFAULT_GRANULE_ROWS, DiskTable, TableOptions};
+pub use tessera_storage::{Codec, DEFAULT_BLOCK_CACHE_BYTES, DEFAULT_GRANULE_ROWS, DiskTable, TableOptions, default_block_cache_bytes};
 
 /// A set of named tables plus default settings and thread pools.
 #[derive(Debug, Default)]
@@ -115,7 +115,7 @@ impl Database {
     /// against `max_server_memory_usage`.
     fn with_store(store: tessera_storage::Store) -> Self {
         let store = Arc::new(store);
-        let (cache_of, budgets_of) = (Arc::downgrade(&store), Arc::downgrade(&store));
+        let (cache_of, budgets_of, relieve_of) = (Arc::downgrade(&store), Arc::downgrade(&store), Arc::downgrade(&store));
         let server = ServerMemory::with_external(
             0,
             move || {
@@ -127,6 +127,13 @@ impl Database {
                 budgets_of.upgrade().map_or(0, |s| {
                     usize::try_from(s.block_cache().capacity() + s.condition_cache().capacity()).unwrap_or(usize::MAX)
                 })
+            },
+            // The decoded blocks give way to the queries (the condition cache, 100 MiB of
+            // bits that save whole reads, stays).
+            move || {
+                if let Some(s) = relieve_of.upgrade() {
+                    s.block_cache().clear();
+                }
             },
         );
         Database { store: Some(store), server: Arc::new(server), ..Self::default() }
@@ -150,7 +157,8 @@ impl Database {
     }
 
     /// Sets the byte budget of the decoded-block cache of this database's on-disk tables
-    /// (default [`DEFAULT_BLOCK_CACHE_BYTES`], 2 GiB; 0 disables it) and empties it. Decoded
+    /// (default [`default_block_cache_bytes`]: a quarter of RAM, at least 2 GiB; 0 disables
+    /// it) and empties it. Decoded
     /// granule runs of the columns queries read are kept up to the budget, so a repeated
     /// query runs without decompressing and decoding again. The cache is shared by all
     /// tables and queries of the database; its bytes are not counted in a query's

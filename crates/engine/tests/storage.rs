@@ -916,3 +916,27 @@ fn sparse_columns_answer_as_in_memory() {
         assert_eq!(answer_text(&disk, sql), answer_text(&mem, sql), "{sql} (block cache)");
     }
 }
+
+/// The decoded-block cache gives way to queries under `max_server_memory_usage`: with the
+/// cache holding more than the cap leaves a query, the query still runs (the cache is
+/// emptied first) and answers as without the cache; a query that needs more than the cap
+/// without any cache is still refused.
+#[test]
+fn block_cache_gives_way_to_queries_under_the_server_cap() {
+    let batches = generated_hits(60_000, 31, 20_000);
+    let (_dir, disk, mem) = hits_on_disk_and_in_memory(&batches, &[0..3]);
+    disk.set_block_cache_size(1 << 30);
+    let fill = "SELECT COUNT(*), MIN(URL), MIN(Title), MIN(Referer), SUM(WatchID % 7) FROM hits";
+    assert_eq!(answer_text(&disk, fill), answer_text(&mem, fill));
+    let cached = disk.block_cache_bytes();
+    assert!(cached > 8 << 20, "{cached} bytes cached");
+    let q = "SELECT URL, COUNT(*) AS c FROM hits GROUP BY URL ORDER BY c DESC, URL LIMIT 5";
+    // A cap that the cache alone nearly fills: the GROUP BY's table does not fit beside it.
+    disk.sql(&format!("SET max_server_memory_usage = {}", cached + (2 << 20))).unwrap();
+    assert_eq!(answer_text(&disk, q), answer_text(&mem, q));
+    assert!(disk.block_cache_bytes() < cached, "{} of {cached} bytes still cached", disk.block_cache_bytes());
+    // Without room even for the query alone: refused, naming the cap.
+    disk.sql("SET max_server_memory_usage = 4096").unwrap();
+    let e = disk.sql(q).unwrap_err().to_string();
+    assert!(e.contains("max_server_memory_usage = 4096"), "{e}");
+}

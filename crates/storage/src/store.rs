@@ -8,7 +8,7 @@ use std::sync::{Arc, RwLock};
 use arrow::datatypes::SchemaRef;
 use tessera_common::{Error, Result};
 
-use crate::cache::{BlockCache, DEFAULT_BLOCK_CACHE_BYTES};
+use crate::cache::{BlockCache, default_block_cache_bytes};
 use crate::conditions::{ConditionCache, DEFAULT_CONDITION_CACHE_BYTES};
 use crate::snapshot::Caches;
 use crate::manifest::MANIFEST;
@@ -90,7 +90,7 @@ impl Store {
         Ok(Store {
             dir: dir.to_path_buf(),
             tables: RwLock::new(tables),
-            cache: RwLock::new(Arc::new(BlockCache::new(DEFAULT_BLOCK_CACHE_BYTES))),
+            cache: RwLock::new(Arc::new(BlockCache::new(default_block_cache_bytes()))),
             conditions: Arc::new(ConditionCache::new(DEFAULT_CONDITION_CACHE_BYTES)),
         })
     }
@@ -102,7 +102,7 @@ impl Store {
     }
 
     /// The decoded-block cache shared by this database's tables (budget
-    /// [`DEFAULT_BLOCK_CACHE_BYTES`] unless set).
+    /// [`default_block_cache_bytes`] unless set).
     pub fn block_cache(&self) -> Arc<BlockCache> {
         self.cache.read().map(|c| c.clone()).unwrap_or_else(|e| e.into_inner().clone())
     }
