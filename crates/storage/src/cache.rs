@@ -24,8 +24,9 @@ pub const DEFAULT_BLOCK_CACHE_BYTES: u64 = 2 << 30;
 /// [`DEFAULT_BLOCK_CACHE_BYTES`] (2 GiB, also where RAM is unknown). The cache counts
 /// against `max_server_memory_usage` and is emptied when a query needs its room, so it
 /// takes memory the queries do not use. Measured on a 23.5 GiB VM, 100M rows of hits from
-/// disk, all 43 ClickBench queries back to back: 40.3 s with 6 GiB against 47.5 s with 2
-/// GiB (the columns of Q11-Q15 and Q32 no longer evicted each other).
+/// disk, all 43 ClickBench queries back to back: 40.3 and 44.5 s with 6 GiB against 47.5 s
+/// with 2 GiB in two pairs of runs (the columns of Q11-Q15 and Q32 no longer evict each
+/// other).
 pub fn default_block_cache_bytes() -> u64 {
     tessera_common::physical_memory().map_or(DEFAULT_BLOCK_CACHE_BYTES, |ram| (ram / 4).max(DEFAULT_BLOCK_CACHE_BYTES))
 }
