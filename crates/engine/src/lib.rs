@@ -115,7 +115,8 @@ impl Database {
     /// against `max_server_memory_usage`.
     fn with_store(store: tessera_storage::Store) -> Self {
         let store = Arc::new(store);
-        let (cache_of, budgets_of, relieve_of) = (Arc::downgrade(&store), Arc::downgrade(&store), Arc::downgrade(&store));
+        let weak = Arc::downgrade(&store);
+        let (cache_of, budgets_of, relieve_of) = (weak.clone(), weak.clone(), weak);
         let server = ServerMemory::with_external(
             0,
             move || {
