@@ -908,9 +908,20 @@ fn sparse_columns_answer_as_in_memory() {
         let (_, p) = disk.sql_profiled(&format!("{sql} SETTINGS use_query_condition_cache = 0"), None).unwrap();
         assert_eq!(p.morsels_sparse > 0, sparse, "{sql}: {p:?}");
     }
-    // With the decoded-block cache holding AdvEngineID whole (read by a query that needs
-    // every row), the sparse reads give the same answers.
+    // The sparse reads go through the decoded-block cache: a query that reads AdvEngineID
+    // only sparsely fills an empty cache, and a repeat answers from it (adding nothing).
     disk.set_block_cache_size(1 << 30);
+    let q = "SELECT COUNT(*), SUM(AdvEngineID) FROM hits WHERE AdvEngineID <> 0 SETTINGS use_query_condition_cache = 0";
+    let want = answer_text(&mem, q);
+    assert_eq!(answer_text(&disk, q), want);
+    let held = disk.block_cache_bytes();
+    assert!(held > 0, "no sparse read cached");
+    assert_eq!(answer_text(&disk, q), want);
+    assert_eq!(disk.block_cache_bytes(), held, "a repeated sparse read put more in the cache");
+    let (_, p) = disk.sql_profiled(q, None).unwrap();
+    assert!(p.morsels_sparse > 0, "{p:?}");
+    // With the decoded-block cache holding AdvEngineID whole too (read by a query that
+    // needs every row), the sparse reads give the same answers.
     answer_text(&disk, "SELECT SUM(AdvEngineID), COUNT(*) FROM hits");
     for (sql, _) in queries {
         assert_eq!(answer_text(&disk, sql), answer_text(&mem, sql), "{sql} (block cache)");

@@ -5,7 +5,8 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use arrow::array::ArrayRef;
+use arrow::array::{Array, ArrayRef, UInt32Array};
+use arrow::datatypes::{DataType, Field};
 use arrow::buffer::BooleanBuffer;
 use rayon::prelude::*;
 use tessera_common::{ColumnRange, ColumnSource, Error, PrunedSource, RangeValue, Result};
@@ -21,6 +22,22 @@ pub(crate) struct Morsel {
     pub(crate) part: usize,
     pub(crate) g0: usize,
     pub(crate) g1: usize,
+}
+
+/// Set in the column field of a decoded-block cache key whose entry is a morsel's sparse
+/// read of the column (its non-zero rows and values, [`sparse_of`]) rather than its decoded
+/// blocks.
+const SPARSE_KEY: u32 = 1 << 31;
+
+/// The non-zero rows and values of a cached sparse read: a struct of `row` (UInt32) and
+/// `value` arrays, as [`Snapshot::load_morsel_sparse`] puts it in the cache.
+fn sparse_of(cached: &ArrayRef) -> Result<(Vec<u32>, ArrayRef)> {
+    let pair = cached.as_any().downcast_ref::<arrow::array::StructArray>();
+    let rows = pair.and_then(|p| p.column(0).as_any().downcast_ref::<UInt32Array>());
+    match (pair, rows) {
+        (Some(pair), Some(rows)) if pair.num_columns() == 2 => Ok((rows.values().to_vec(), pair.column(1).clone())),
+        _ => Err(Error::internal("a cached sparse read is not a (row, value) struct")),
+    }
 }
 
 /// The caches a snapshot reads through, shared by the tables of one database.
@@ -347,19 +364,36 @@ impl ColumnSource for Snapshot {
     }
 
     /// From the blocks when every block of the morsel's granules is sparse
-    /// ([`Part::read_granules_sparse`]), whether or not the decoded-block cache holds the
-    /// morsel (the non-zero values are fewer than the cached ones).
+    /// ([`Part::read_granules_sparse`]), through the decoded-block cache: the positions and
+    /// values are kept there under the column's sparse key ([`SPARSE_KEY`]), apart from
+    /// its whole decoded blocks (the non-zero values are fewer than a whole morsel's). A
+    /// repeated `WHERE AdvEngineID <> 0` (ClickBench Q2) then neither decompresses nor
+    /// parses a block.
     fn load_morsel_sparse(&self, column: usize, morsel: usize) -> Option<Result<(Vec<u32>, ArrayRef)>> {
         let mo = *self.morsels.get(morsel)?;
         let part = &self.parts[mo.part].1;
         if column >= self.table.schema().fields().len() {
             return None;
         }
+        let key = (part.uid, column as u32 | SPARSE_KEY, mo.g0 as u32, mo.g1 as u32);
+        if let Some(cached) = self.caches.blocks.as_ref().and_then(|cache| cache.get(&key)) {
+            return Some(sparse_of(&cached));
+        }
         // Only integer blocks are ever sparse (`block::write_block`): another column answers
         // `None` from its first block's header. The mapped pages stay (no `Part::release`):
         // a sparse block is a few KiB, and dropping them made each later read fault them in
         // again (with TLB shootdowns: 50% of ClickBench Q2's time at 10M rows).
-        part.read_granules_sparse(column, mo.g0, mo.g1).transpose()
+        let read = part.read_granules_sparse(column, mo.g0, mo.g1).transpose()?;
+        if let (Ok((rows, values)), Some(cache)) = (&read, &self.caches.blocks) {
+            let pair: ArrayRef = Arc::new(arrow::array::StructArray::from(vec![
+                (Arc::new(Field::new("row", DataType::UInt32, false)), Arc::new(UInt32Array::from(rows.clone())) as ArrayRef),
+                (Arc::new(Field::new("value", values.data_type().clone(), false)), values.clone()),
+            ]));
+            if self.admits(column, &pair, cache) {
+                cache.insert(key, &pair);
+            }
+        }
+        Some(read)
     }
 
     /// A hash of the ids of the snapshot's parts (a pruned snapshot has its table's).
