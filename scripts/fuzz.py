@@ -246,6 +246,8 @@ def canon(v):
         return (0, 0)
     if isinstance(v, int) and not isinstance(v, bool):
         return (2, v)  # exact: rounding would merge distinct integers and misalign rows
+    if isinstance(v, decimal.Decimal) and v.is_finite() and v == v.to_integral_value():
+        return (2, int(v))  # as the int it equals (DuckDB's integral decimals arrive as ints)
     if num(v):
         f = float(v)
         if math.isnan(f):
@@ -277,8 +279,10 @@ def sub_multiset(a, b):
     column is a float column if either side holds a float there). Closest, not first: the
     tolerance is not transitive (AVGs 1073741823.0 and 1073741823.5 are within 1e-9 of each
     other), and taking the first candidate left a later row of a correct answer without its
-    own pair (fuzz seed 20261207). Exact only, a LIMIT's rows whose AVG or VAR_POP differed
-    from DuckDB's in the last bit were "not in DuckDB's unlimited answer" (seed 20261208)."""
+    own pair (fuzz seed 20261207). With exact matching only, a LIMIT's rows whose AVG or
+    VAR_POP differed from DuckDB's in the last bit were "not in DuckDB's unlimited answer"
+    (seed 20261208). Greedy, not a full matching: it can refuse a correct answer only when
+    distinct values lie within the tolerance of each other."""
     def exact_key(r):
         # Typed: Python's True == 1 (same hash), which `eq` tells apart (rows that differ only
         # so go to the matching within the tolerance below).
