@@ -111,11 +111,13 @@ pub struct Settings {
     /// default, as ClickHouse) or `NONE`. Measured on Q19 spilling at 30M rows: LZ4 writes
     /// 0.53x the bytes and takes 1.3x the time of `NONE`.
     pub temporary_files_codec: TemporaryFilesCodec,
-    /// Bytes all running queries of a database plus its decoded-block cache may hold
-    /// (ClickHouse's `max_server_memory_usage`); `0` = unlimited. Default: 90% of physical
-    /// RAM (ClickHouse's `max_server_memory_usage_to_ram_ratio`), unlimited where RAM is
-    /// unknown. A query that would pass it fails with `Error::ResourcesExhausted` naming it;
-    /// other queries go on. Read from the database's settings; a query's own value is
+    /// Bytes all running queries of a database plus its caches (decoded blocks, query
+    /// conditions) may hold (ClickHouse's `max_server_memory_usage`); `0` = unlimited.
+    /// Default: 90% of the memory the process may use ([`physical_memory`]: RAM, or the
+    /// container's limit when lower; ClickHouse's `max_server_memory_usage_to_ram_ratio`),
+    /// unlimited where it is unknown. The decoded-block cache gives way first; a query that
+    /// would still pass it fails with `Error::ResourcesExhausted` naming it; other queries go
+    /// on. Read from the database's settings; a query's own value is
     /// ignored.
     pub max_server_memory_usage: u64,
 }
@@ -147,12 +149,28 @@ impl Default for Settings {
     }
 }
 
-/// Physical RAM in bytes (`MemTotal` of `/proc/meminfo`), where the platform tells.
+/// The memory this process may use, in bytes: physical RAM (`MemTotal` of
+/// `/proc/meminfo`), or the memory limit of its cgroup when that is lower (a container's:
+/// cgroup v2 `memory.max`, v1 `memory.limit_in_bytes`), as ClickHouse takes the cgroup's
+/// limit for its server memory cap. `None` where the platform does not tell.
 pub fn physical_memory() -> Option<u64> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+    let ram = kib.saturating_mul(1024);
+    let cgroup = ["/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"]
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .filter_map(|text| cgroup_limit(&text))
+        .min();
+    Some(cgroup.map_or(ram, |c| c.min(ram)))
+}
+
+/// A cgroup memory limit file's bytes: `None` for no limit (v2 `max`; v1 writes a number
+/// near `i64::MAX` rounded to pages) or text that is not a number.
+fn cgroup_limit(text: &str) -> Option<u64> {
+    let bytes: u64 = text.trim().parse().ok()?;
+    (bytes > 0 && bytes < 1 << 62).then_some(bytes)
 }
 
 /// Codec of temporary files ([`Settings::temporary_files_codec`]).
@@ -347,6 +365,20 @@ fn parse_ratio(name: &str, value: &str) -> Result<f64> {
 
 #[cfg(test)]
 mod tests {
+
+    /// A container's memory limit: a number of bytes; `max` (v2) and v1's page-rounded
+    /// `i64::MAX` mean none.
+    #[test]
+    fn cgroup_limits_read_as_bytes_or_none() {
+        assert_eq!(cgroup_limit("4294967296\n"), Some(4 << 30));
+        assert_eq!(cgroup_limit("max\n"), None);
+        assert_eq!(cgroup_limit("9223372036854771712\n"), None);
+        assert_eq!(cgroup_limit(""), None);
+        assert_eq!(cgroup_limit("0"), None);
+        let ram = physical_memory();
+        assert!(ram.is_none_or(|b| b > 0));
+    }
+
     use super::*;
 
     #[test]

@@ -65,8 +65,8 @@ pub struct Database {
     /// Worker threads granted to running queries (`concurrent_threads_soft_limit_num`).
     threads_in_use: Mutex<usize>,
     store: Option<Arc<tessera_storage::Store>>,
-    /// Memory of all running queries plus the decoded-block cache, against
-    /// `max_server_memory_usage`.
+    /// Memory of all running queries plus the caches (decoded blocks, query conditions),
+    /// against `max_server_memory_usage`.
     server: Arc<ServerMemory>,
 }
 
@@ -119,18 +119,17 @@ impl Database {
         let (cache_of, budgets_of, relieve_of) = (weak.clone(), weak.clone(), weak);
         let server = ServerMemory::with_external(
             0,
+            // The decoded blocks give way to the queries (the condition cache, 100 MiB of
+            // bits that save whole reads, stays).
             move || {
-                cache_of.upgrade().map_or(0, |s| {
-                    usize::try_from(s.block_cache().bytes() + s.condition_cache().bytes()).unwrap_or(usize::MAX)
-                })
+                let bytes = |b: u64| usize::try_from(b).unwrap_or(usize::MAX);
+                cache_of.upgrade().map_or((0, 0), |s| (bytes(s.block_cache().bytes()), bytes(s.condition_cache().bytes())))
             },
             move || {
                 budgets_of.upgrade().map_or(0, |s| {
-                    usize::try_from(s.block_cache().capacity() + s.condition_cache().capacity()).unwrap_or(usize::MAX)
+                    usize::try_from(s.block_cache().capacity().saturating_add(s.condition_cache().capacity())).unwrap_or(usize::MAX)
                 })
             },
-            // The decoded blocks give way to the queries (the condition cache, 100 MiB of
-            // bits that save whole reads, stays).
             move || {
                 if let Some(s) = relieve_of.upgrade() {
                     s.block_cache().clear();
@@ -159,9 +158,9 @@ impl Database {
 
     /// Sets the byte budget of the decoded-block cache of this database's on-disk tables
     /// (default [`default_block_cache_bytes`]: a quarter of RAM, at least 2 GiB; 0 disables
-    /// it) and empties it. Decoded
-    /// granule runs of the columns queries read are kept up to the budget, so a repeated
-    /// query runs without decompressing and decoding again. The cache is shared by all
+    /// it) and empties it (queries running now go on without it). Decoded granule runs of
+    /// the columns queries read are kept up to the budget, so a repeated query runs without
+    /// decompressing and decoding again. The cache is shared by all
     /// tables and queries of the database; its bytes are not counted in a query's
     /// `max_memory_usage` (as in ClickHouse), only the arrays a query holds while it runs.
     /// No effect without a database directory.
@@ -171,8 +170,9 @@ impl Database {
         }
     }
 
-    /// The memory all running queries of this database hold, plus its decoded-block cache,
-    /// against `max_server_memory_usage` (see [`Settings::max_server_memory_usage`]).
+    /// The memory all running queries of this database hold, plus its caches (decoded
+    /// blocks, query conditions), against `max_server_memory_usage` (see
+    /// [`Settings::max_server_memory_usage`]).
     pub fn server_memory(&self) -> &ServerMemory {
         &self.server
     }
@@ -180,6 +180,12 @@ impl Database {
     /// Bytes the decoded-block cache holds now (0 without a database directory).
     pub fn block_cache_bytes(&self) -> u64 {
         self.store.as_ref().map_or(0, |s| s.block_cache().bytes())
+    }
+
+    /// Lookups of the decoded-block cache that found their entry, and those that did not,
+    /// since its budget was last set ((0, 0) without a database directory).
+    pub fn block_cache_hits_misses(&self) -> (u64, u64) {
+        self.store.as_ref().map_or((0, 0), |s| s.block_cache().hits_misses())
     }
 
     /// The entries of on-disk table `name`'s `detached/` directory (parts moved out of the

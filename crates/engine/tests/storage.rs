@@ -876,7 +876,8 @@ fn compacted_morsels_give_the_in_memory_answers() {
 /// on the non-zero rows alone: the answers are the in-memory table's, for conditions that
 /// hold at zero too (not read sparsely), after another conjunct (rows intersected), with
 /// expressions (not read sparsely), in counts, GROUP BY, top-N and row outputs, 1 and 3
-/// threads, with and without the query condition cache and the decoded-block cache.
+/// threads, with and without the query condition cache; through the decoded-block cache,
+/// which keeps the sparse reads (a repeat finds them there) and then the column whole too.
 #[test]
 fn sparse_columns_answer_as_in_memory() {
     let batches = generated_hits(60_000, 21, 20_000);
@@ -916,7 +917,10 @@ fn sparse_columns_answer_as_in_memory() {
     assert_eq!(answer_text(&disk, q), want);
     let held = disk.block_cache_bytes();
     assert!(held > 0, "no sparse read cached");
+    let (hits, misses) = disk.block_cache_hits_misses();
     assert_eq!(answer_text(&disk, q), want);
+    let (hits_after, misses_after) = disk.block_cache_hits_misses();
+    assert!(hits_after > hits && misses_after == misses, "hits {hits} -> {hits_after}, misses {misses} -> {misses_after}");
     assert_eq!(disk.block_cache_bytes(), held, "a repeated sparse read put more in the cache");
     let (_, p) = disk.sql_profiled(q, None).unwrap();
     assert!(p.morsels_sparse > 0, "{p:?}");
@@ -946,8 +950,14 @@ fn block_cache_gives_way_to_queries_under_the_server_cap() {
     disk.sql(&format!("SET max_server_memory_usage = {}", cached + (2 << 20))).unwrap();
     assert_eq!(answer_text(&disk, q), answer_text(&mem, q));
     assert!(disk.block_cache_bytes() < cached, "{} of {cached} bytes still cached", disk.block_cache_bytes());
-    // Without room even for the query alone: refused, naming the cap.
+    // Without room even for the query alone: refused, naming the cap, and the cache is
+    // left alone (emptying it would not have helped).
+    disk.sql("SET max_server_memory_usage = 0").unwrap();
+    answer_text(&disk, fill);
+    let before = disk.block_cache_bytes();
+    assert!(before > 8 << 20, "{before} bytes cached");
     disk.sql("SET max_server_memory_usage = 4096").unwrap();
     let e = disk.sql(q).unwrap_err().to_string();
     assert!(e.contains("max_server_memory_usage = 4096"), "{e}");
+    assert!(disk.block_cache_bytes() >= before, "{} of {before} bytes still cached", disk.block_cache_bytes());
 }

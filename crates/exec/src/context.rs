@@ -8,8 +8,9 @@
 //! not touched bytes, as ClickHouse's memory tracker counts allocations.
 //!
 //! A query may also belong to a [`ServerMemory`]: the memory of every query of a database
-//! plus its decoded-block cache, against `max_server_memory_usage`. A query that would pass
-//! it fails with [`Error::ResourcesExhausted`] naming that cap; the others go on.
+//! plus its caches (decoded blocks, query conditions), against `max_server_memory_usage`.
+//! The decoded blocks give way first; a query that would still pass the cap fails with
+//! [`Error::ResourcesExhausted`] naming it; the others go on.
 //!
 //! Operators that spill account the bytes they write to temporary files with
 //! [`QueryContext::grow_temporary`], against `max_temporary_data_on_disk_size`.
@@ -49,11 +50,11 @@ impl CancelToken {
     }
 }
 
-/// Bytes held outside queries that count against the server's cap (a decoded-block cache):
-/// what they hold now, a bound of that which is cheap to read (their budgets), and how to
-/// empty them.
+/// Bytes held outside queries that count against the server's cap (a database's caches):
+/// what they hold now, as (what `relieve` frees, the rest), a bound of their sum which is
+/// cheap to read (their budgets), and how to empty what can give way.
 struct External {
-    bytes: Box<dyn Fn() -> usize + Send + Sync>,
+    bytes: Box<dyn Fn() -> (usize, usize) + Send + Sync>,
     bound: Box<dyn Fn() -> usize + Send + Sync>,
     relieve: Box<dyn Fn() + Send + Sync>,
 }
@@ -88,17 +89,19 @@ impl ServerMemory {
         s
     }
 
-    /// A tracker that also counts `external()` bytes (the caches' current size) against the
-    /// cap. `bound()` never returns less than `external()` and is cheap (the caches'
-    /// budgets): a check where the queries' bytes plus `bound()` stay within the cap does
-    /// not call `external()` (summing a cache's shards at every morsel read was an eighth of
-    /// ClickBench Q2's time from disk). When the queries and the caches together would pass
-    /// the cap, `relieve()` empties the caches before a query is refused: the caches give
-    /// way to the queries (DuckDB's buffer manager evicts cached blocks for operators' memory
-    /// the same way).
+    /// A tracker that also counts the caches' current bytes against the cap: `external()`
+    /// gives them as (what `relieve()` frees, the rest). `bound()` never returns less than
+    /// their sum and is cheap (the caches' budgets): a check where the queries' bytes plus
+    /// `bound()` stay within the cap does not call `external()` (summing a cache's shards at
+    /// every morsel read was an eighth of ClickBench Q2's time from disk). When the queries
+    /// and the caches together would pass the cap, and the queries plus what cannot give way
+    /// would not, `relieve()` empties what can before the check is made again: the caches
+    /// give way to the queries (DuckDB's buffer manager evicts cached blocks for operators'
+    /// memory the same way). A query that would not fit even so is refused without emptying
+    /// anything.
     pub fn with_external(
         limit: u64,
-        external: impl Fn() -> usize + Send + Sync + 'static,
+        external: impl Fn() -> (usize, usize) + Send + Sync + 'static,
         bound: impl Fn() -> usize + Send + Sync + 'static,
         relieve: impl Fn() + Send + Sync + 'static,
     ) -> Self {
@@ -125,7 +128,13 @@ impl ServerMemory {
 
     /// Bytes held outside queries (the caches).
     pub fn external_bytes(&self) -> usize {
-        self.external.as_ref().map_or(0, |e| (e.bytes)())
+        let (freeable, pinned) = self.external_split();
+        freeable.saturating_add(pinned)
+    }
+
+    /// Bytes held outside queries: (what relieving frees, the rest).
+    fn external_split(&self) -> (usize, usize) {
+        self.external.as_ref().map_or((0, 0), |e| (e.bytes)())
     }
 
     /// Adds `bytes`; fails, adding nothing, if queries and caches would pass the cap.
@@ -133,8 +142,9 @@ impl ServerMemory {
         let now = self.used.fetch_add(bytes, Ordering::Relaxed).saturating_add(bytes);
         let limit = self.limit();
         if limit != 0 && now.saturating_add(self.external.as_ref().map_or(0, |e| (e.bound)())) > limit {
-            let mut external = self.external_bytes();
-            if now.saturating_add(external) > limit && external > 0 {
+            let (freeable, pinned) = self.external_split();
+            let mut external = freeable.saturating_add(pinned);
+            if now.saturating_add(external) > limit && freeable > 0 && now.saturating_add(pinned) <= limit {
                 if let Some(e) = &self.external {
                     (e.relieve)();
                 }
@@ -360,13 +370,16 @@ mod tests {
 
     #[test]
     fn server_cap_covers_every_query_and_the_caches() {
-        // The cache holds `cache` bytes; relieving it leaves `pinned` (entries it cannot drop).
+        // The caches hold `cache` bytes; relieving them leaves `pinned` (what cannot give way).
         let (cache, bound, pinned, relieved) =
             (Arc::new(AtomicUsize::new(100)), Arc::new(AtomicUsize::new(usize::MAX)), Arc::new(AtomicUsize::new(100)), Arc::new(AtomicUsize::new(0)));
-        let (c, b, c2, p, r) = (cache.clone(), bound.clone(), cache.clone(), pinned.clone(), relieved.clone());
+        let (c, p1, b, c2, p, r) = (cache.clone(), pinned.clone(), bound.clone(), cache.clone(), pinned.clone(), relieved.clone());
         let server = Arc::new(ServerMemory::with_external(
             1000,
-            move || c.load(Ordering::Relaxed),
+            move || {
+                let (all, kept) = (c.load(Ordering::Relaxed), p1.load(Ordering::Relaxed));
+                (all - kept.min(all), kept.min(all))
+            },
             move || b.load(Ordering::Relaxed),
             move || {
                 r.fetch_add(1, Ordering::Relaxed);
@@ -378,15 +391,18 @@ mod tests {
         a.grow(500, "x").unwrap();
         b.grow(300, "y").unwrap();
         assert_eq!(server.query_bytes(), 800);
-        // 800 + 100 (cache, which cannot give way) + 200 > 1000: refused after relieving the
-        // cache, naming the cap; nothing accounted.
+        // 800 + 100 (cache, which cannot give way) + 200 > 1000: refused, naming the cap;
+        // nothing accounted, nothing relieved (it would not help).
         let e = b.grow(200, "GROUP BY hash table").unwrap_err();
         assert!(e.to_string().contains("max_server_memory_usage = 1000"), "{e}");
-        assert_eq!((b.memory_usage(), server.query_bytes(), relieved.load(Ordering::Relaxed)), (300, 800, 1));
-        // A cache that can give way is emptied and the query goes on.
+        assert_eq!((b.memory_usage(), server.query_bytes(), relieved.load(Ordering::Relaxed)), (300, 800, 0));
+        // A query that would not fit even with the caches emptied leaves them alone.
         pinned.store(0, Ordering::Relaxed);
+        assert!(b.grow(300, "y").is_err());
+        assert_eq!((cache.load(Ordering::Relaxed), relieved.load(Ordering::Relaxed)), (100, 0));
+        // One that fits once they give way empties them and goes on.
         b.grow(200, "y").unwrap();
-        assert_eq!((cache.load(Ordering::Relaxed), relieved.load(Ordering::Relaxed)), (0, 2));
+        assert_eq!((cache.load(Ordering::Relaxed), relieved.load(Ordering::Relaxed)), (0, 1));
         b.shrink(10_000);
         assert_eq!(server.query_bytes(), 500);
         b.grow(100, "y").unwrap();
@@ -396,7 +412,7 @@ mod tests {
         pinned.store(10_000, Ordering::Relaxed);
         bound.store(100, Ordering::Relaxed);
         b.grow(100, "y").unwrap();
-        assert_eq!(relieved.load(Ordering::Relaxed), 2);
+        assert_eq!(relieved.load(Ordering::Relaxed), 1);
         bound.store(usize::MAX, Ordering::Relaxed);
         assert!(b.grow(1, "y").is_err());
         b.shrink(100);

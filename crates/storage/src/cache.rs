@@ -1,7 +1,9 @@
 //! The decoded-block cache: decoded granule runs (the arrays of one morsel of one column
 //! of one part) kept between queries under a byte budget, so a repeated query over an
 //! on-disk table skips decompression and decoding (ClickHouse's uncompressed cache, one
-//! step further: the blocks are kept decoded, as Arrow arrays).
+//! step further: the blocks are kept decoded, as Arrow arrays). A morsel of a sparse
+//! column read for its non-zero rows only is kept as those rows and values (a struct, under
+//! the column's sparse key: `snapshot::SPARSE_KEY`).
 //!
 //! Eviction is CLOCK-Pro-like (the `quick_cache` crate: hot and cold entries, frequency
 //! aware, sharded, weighted by bytes). The budget is a hard bound on the bytes the cache
@@ -12,7 +14,7 @@
 //! gets a process-unique id, so an entry never goes stale: a merged-away part's entries
 //! age out.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use arrow::array::{Array, ArrayRef};
 
@@ -34,8 +36,9 @@ pub fn default_block_cache_bytes() -> u64 {
 /// Number of cache shards (independent locks); each holds up to `capacity / SHARDS` bytes.
 const SHARDS: usize = 16;
 
-/// Identity of a cached block: (part id, column, first granule, end granule).
-type BlockKey = (u64, u32, u32, u32);
+/// Identity of a cached block: (part id, column, first granule, end granule); the column's
+/// top bit set for its sparse reads.
+pub(crate) type BlockKey = (u64, u32, u32, u32);
 
 #[derive(Clone)]
 struct Block {
@@ -57,6 +60,8 @@ impl quick_cache::Weighter<BlockKey, Block> for ByBytes {
 pub struct BlockCache {
     cache: Option<quick_cache::sync::Cache<BlockKey, Block, ByBytes>>,
     capacity: u64,
+    /// Replaced by another cache ([`BlockCache::retire`]): emptied, and takes nothing more.
+    retired: AtomicBool,
 }
 
 impl std::fmt::Debug for BlockCache {
@@ -80,7 +85,7 @@ impl BlockCache {
                 .expect("valid cache options");
             quick_cache::sync::Cache::with_options(options, ByBytes, Default::default(), Default::default())
         });
-        BlockCache { cache, capacity }
+        BlockCache { cache, capacity, retired: AtomicBool::new(false) }
     }
 
     /// The budget in bytes (0: disabled).
@@ -98,6 +103,19 @@ impl BlockCache {
         self.cache.as_ref().map_or((0, 0), |c| (c.hits(), c.misses()))
     }
 
+    /// Whether arrays put in are kept: a budget above 0, and not retired.
+    pub(crate) fn takes(&self) -> bool {
+        self.cache.is_some() && !self.retired.load(Ordering::Relaxed)
+    }
+
+    /// Empties the cache for good: a cache that replaced it serves new queries, and the
+    /// ones still running with this one (their snapshots hold it) neither find nor put
+    /// anything here, so its bytes do not outlive the swap uncounted.
+    pub fn retire(&self) {
+        self.retired.store(true, Ordering::Relaxed);
+        self.clear();
+    }
+
     /// Drops every entry.
     pub fn clear(&self) {
         if let Some(c) = &self.cache {
@@ -110,7 +128,7 @@ impl BlockCache {
     }
 
     pub(crate) fn insert(&self, key: BlockKey, array: &ArrayRef) {
-        if let Some(c) = &self.cache {
+        if let Some(c) = self.cache.as_ref().filter(|_| self.takes()) {
             let bytes = array.get_array_memory_size() as u64;
             c.insert(key, Block { array: array.clone(), bytes });
         }
@@ -144,6 +162,13 @@ mod tests {
         cache.insert((2, 0, 0, 1), &last);
         assert_eq!(cache.get(&(2, 0, 0, 1)).unwrap().as_ref(), last.as_ref());
         assert!(cache.get(&(3, 0, 0, 1)).is_none());
+        // A retired cache (replaced by `Store::set_block_cache_size`) is empty and takes
+        // nothing more from the queries still holding it.
+        cache.retire();
+        assert_eq!(cache.bytes(), 0);
+        cache.insert((2, 0, 0, 1), &last);
+        assert!(cache.get(&(2, 0, 0, 1)).is_none());
+        assert!(!cache.takes());
         let off = BlockCache::new(0);
         off.insert((2, 0, 0, 1), &last);
         assert!(off.get(&(2, 0, 0, 1)).is_none());

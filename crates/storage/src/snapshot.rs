@@ -5,13 +5,13 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use arrow::array::{Array, ArrayRef, UInt32Array};
+use arrow::array::{Array, ArrayRef, StructArray, UInt32Array};
 use arrow::datatypes::{DataType, Field};
 use arrow::buffer::BooleanBuffer;
 use rayon::prelude::*;
 use tessera_common::{ColumnRange, ColumnSource, Error, PrunedSource, RangeValue, Result};
 
-use crate::cache::BlockCache;
+use crate::cache::{BlockCache, BlockKey};
 use crate::conditions::ConditionCache;
 use crate::part::{self, Part, Stats};
 use crate::table::{DiskTable, PartList};
@@ -29,10 +29,23 @@ pub(crate) struct Morsel {
 /// blocks.
 const SPARSE_KEY: u32 = 1 << 31;
 
-/// The non-zero rows and values of a cached sparse read: a struct of `row` (UInt32) and
-/// `value` arrays, as [`Snapshot::load_morsel_sparse`] puts it in the cache.
+/// The decoded-block cache's key of granules `g0..g1` of column `c` of `part` (`c` with
+/// [`SPARSE_KEY`] set for its sparse read).
+fn block_key(part: &Part, c: u32, g0: usize, g1: usize) -> BlockKey {
+    (part.uid, c, g0 as u32, g1 as u32)
+}
+
+/// A sparse read as the cache keeps it: a struct of `row` (UInt32) and `value` arrays
+/// ([`sparse_of`] reads it back); `None` if the two lengths differ.
+fn sparse_pair(rows: &[u32], values: &ArrayRef) -> Option<ArrayRef> {
+    let fields = vec![Field::new("row", DataType::UInt32, false), Field::new("value", values.data_type().clone(), false)];
+    let columns: Vec<ArrayRef> = vec![Arc::new(UInt32Array::from(rows.to_vec())), values.clone()];
+    StructArray::try_new(fields.into(), columns, None).ok().map(|s| Arc::new(s) as ArrayRef)
+}
+
+/// The non-zero rows and values of a cached sparse read ([`sparse_pair`]).
 fn sparse_of(cached: &ArrayRef) -> Result<(Vec<u32>, ArrayRef)> {
-    let pair = cached.as_any().downcast_ref::<arrow::array::StructArray>();
+    let pair = cached.as_any().downcast_ref::<StructArray>();
     let rows = pair.and_then(|p| p.column(0).as_any().downcast_ref::<UInt32Array>());
     match (pair, rows) {
         (Some(pair), Some(rows)) if pair.num_columns() == 2 => Ok((rows.values().to_vec(), pair.column(1).clone())),
@@ -84,7 +97,14 @@ impl Snapshot {
     /// by large reads the same way (`merge_tree_max_bytes_to_use_cache`).
     fn admits(&self, c: usize, a: &ArrayRef, cache: &BlockCache) -> bool {
         let Some(admitted) = self.admitted.get(c) else { return false };
-        admitted.fetch_add(a.get_array_memory_size() as u64, Ordering::Relaxed) < cache.capacity() / 2
+        cache.takes() && admitted.fetch_add(a.get_array_memory_size() as u64, Ordering::Relaxed) < cache.capacity() / 2
+    }
+
+    /// Puts `a` (of column `c`) in the cache under `key` if [`Snapshot::admits`] it.
+    fn admit(&self, c: usize, key: BlockKey, a: &ArrayRef, cache: &BlockCache) {
+        if self.admits(c, a, cache) {
+            cache.insert(key, a);
+        }
     }
 
     /// Granules `g0..g1` of column `c` of `part`, decoded, through the decoded-block cache
@@ -93,16 +113,14 @@ impl Snapshot {
     /// tables (they stay in the OS page cache), so a query's resident set holds its decoded
     /// arrays, not every file byte it read.
     fn read_cached(&self, part: &Part, c: usize, g0: usize, g1: usize) -> Result<ArrayRef> {
-        let key = (part.uid, c as u32, g0 as u32, g1 as u32);
+        let key = block_key(part, c as u32, g0, g1);
         if let Some(a) = self.caches.blocks.as_ref().and_then(|cache| cache.get(&key)) {
             return Ok(a);
         }
         let a = part.read_granules(c, g0, g1)?;
         part.release(c, g0, g1);
-        if let Some(cache) = &self.caches.blocks
-            && self.admits(c, &a, cache)
-        {
-            cache.insert(key, &a);
+        if let Some(cache) = &self.caches.blocks {
+            self.admit(c, key, &a, cache);
         }
         Ok(a)
     }
@@ -215,7 +233,7 @@ impl ColumnSource for Snapshot {
                     return Ok(arrow::array::new_empty_array(field.data_type()));
                 }
                 if let Some(cache) = &self.caches.blocks
-                    && let Some(a) = cache.get(&(part.uid, c as u32, mo.g0 as u32, mo.g1 as u32))
+                    && let Some(a) = cache.get(&block_key(part, c as u32, mo.g0, mo.g1))
                 {
                     return Ok(arrow::compute::take(&a, &idx, None)?);
                 }
@@ -351,7 +369,7 @@ impl ColumnSource for Snapshot {
         let mo = *self.morsels.get(morsel)?;
         let part = &self.parts[mo.part].1;
         if let Some(cache) = &self.caches.blocks
-            && let Some(a) = cache.get(&(part.uid, column as u32, mo.g0 as u32, mo.g1 as u32))
+            && let Some(a) = cache.get(&block_key(part, column as u32, mo.g0, mo.g1))
         {
             return Some(crate::block::sizes_of(a.as_ref()).map(|s| Arc::new(s) as ArrayRef).map_err(Error::internal));
         }
@@ -375,7 +393,7 @@ impl ColumnSource for Snapshot {
         if column >= self.table.schema().fields().len() {
             return None;
         }
-        let key = (part.uid, column as u32 | SPARSE_KEY, mo.g0 as u32, mo.g1 as u32);
+        let key = block_key(part, column as u32 | SPARSE_KEY, mo.g0, mo.g1);
         if let Some(cached) = self.caches.blocks.as_ref().and_then(|cache| cache.get(&key)) {
             return Some(sparse_of(&cached));
         }
@@ -384,14 +402,10 @@ impl ColumnSource for Snapshot {
         // a sparse block is a few KiB, and dropping them made each later read fault them in
         // again (with TLB shootdowns: 50% of ClickBench Q2's time at 10M rows).
         let read = part.read_granules_sparse(column, mo.g0, mo.g1).transpose()?;
-        if let (Ok((rows, values)), Some(cache)) = (&read, &self.caches.blocks) {
-            let pair: ArrayRef = Arc::new(arrow::array::StructArray::from(vec![
-                (Arc::new(Field::new("row", DataType::UInt32, false)), Arc::new(UInt32Array::from(rows.clone())) as ArrayRef),
-                (Arc::new(Field::new("value", values.data_type().clone(), false)), values.clone()),
-            ]));
-            if self.admits(column, &pair, cache) {
-                cache.insert(key, &pair);
-            }
+        if let (Ok((rows, values)), Some(cache)) = (&read, self.caches.blocks.as_ref().filter(|c| c.takes()))
+            && let Some(pair) = sparse_pair(rows, values)
+        {
+            self.admit(column, key, &pair, cache);
         }
         Some(read)
     }

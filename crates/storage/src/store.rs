@@ -119,13 +119,16 @@ impl Store {
     }
 
     /// Replaces the decoded-block cache by an empty one of `bytes` (0 disables caching).
-    /// Queries running now finish with the old one.
+    /// The old one is emptied and retired ([`BlockCache::retire`]): queries running now
+    /// finish without it, so the only cache holding bytes is the one
+    /// `max_server_memory_usage` counts.
     pub fn set_block_cache_size(&self, bytes: u64) {
         let fresh = Arc::new(BlockCache::new(bytes));
-        match self.cache.write() {
-            Ok(mut c) => *c = fresh,
-            Err(e) => *e.into_inner() = fresh,
-        }
+        let old = match self.cache.write() {
+            Ok(mut c) => std::mem::replace(&mut *c, fresh),
+            Err(e) => std::mem::replace(&mut *e.into_inner(), fresh),
+        };
+        old.retire();
     }
 
     /// The directory.
