@@ -23,7 +23,7 @@
 pub use tessera_common::{Error, Result, Settings, Table, TemporaryFilesCodec, arrow, memory};
 pub use tessera_datasets as datasets;
 pub use tessera_engine::{
-    CancelToken, Codec, Compression, DEFAULT_BLOCK_CACHE_BYTES, Database, Format, Input, Profile, ReadOptions, RecordBatchIter,
+    CancelToken, Codec, Compression, MIN_BLOCK_CACHE_BYTES, Database, Format, Input, Profile, ReadOptions, RecordBatchIter,
     ServerMemory, TableOptions, WriteOptions, WriteStats,
 };
 

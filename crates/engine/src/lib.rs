@@ -54,7 +54,7 @@ use tessera_exec::Pools;
 pub use tessera_exec::{Batches, CancelToken, Profile, QueryContext, ServerMemory};
 use tessera_sql::Statement;
 pub use tessera_formats::{BatchReader, Compression, FileSink, Format, Input, ReadOptions, SINK_BUFFER_BYTES, WriteOptions, WriteStats};
-pub use tessera_storage::{Codec, DEFAULT_BLOCK_CACHE_BYTES, DEFAULT_GRANULE_ROWS, DiskTable, TableOptions, default_block_cache_bytes};
+pub use tessera_storage::{Codec, MIN_BLOCK_CACHE_BYTES, DEFAULT_GRANULE_ROWS, DiskTable, TableOptions, default_block_cache_bytes};
 
 /// A set of named tables plus default settings and thread pools.
 #[derive(Debug, Default)]

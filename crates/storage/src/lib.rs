@@ -196,7 +196,7 @@ mod store;
 mod table;
 
 pub use block::Codec;
-pub use cache::{BlockCache, DEFAULT_BLOCK_CACHE_BYTES, default_block_cache_bytes};
+pub use cache::{BlockCache, MIN_BLOCK_CACHE_BYTES, default_block_cache_bytes};
 pub use conditions::{ConditionCache, DEFAULT_CONDITION_CACHE_BYTES};
 pub use snapshot::Caches;
 pub use part::{FORMAT_VERSION, MIN_FORMAT_VERSION, Part};
