@@ -130,9 +130,9 @@ impl Database {
                     usize::try_from(s.block_cache().capacity().saturating_add(s.condition_cache().capacity())).unwrap_or(usize::MAX)
                 })
             },
-            move || {
+            move |bytes| {
                 if let Some(s) = relieve_of.upgrade() {
-                    s.block_cache().clear();
+                    s.block_cache().shed(u64::try_from(bytes).unwrap_or(u64::MAX));
                 }
             },
         );

@@ -51,12 +51,13 @@ impl CancelToken {
 }
 
 /// Bytes held outside queries that count against the server's cap (a database's caches):
-/// what they hold now, as (what `relieve` frees, the rest), a bound of their sum which is
-/// cheap to read (their budgets), and how to empty what can give way.
+/// what they hold now, as (what `relieve` can free, the rest), a bound of their sum which
+/// is cheap to read (their budgets), and how to free at least a number of bytes of what can
+/// give way.
 struct External {
     bytes: Box<dyn Fn() -> (usize, usize) + Send + Sync>,
     bound: Box<dyn Fn() -> usize + Send + Sync>,
-    relieve: Box<dyn Fn() + Send + Sync>,
+    relieve: Box<dyn Fn(usize) + Send + Sync>,
 }
 
 /// The memory of all running queries of one database, plus what its caches hold, against
@@ -90,20 +91,20 @@ impl ServerMemory {
     }
 
     /// A tracker that also counts the caches' current bytes against the cap: `external()`
-    /// gives them as (what `relieve()` frees, the rest). `bound()` never returns less than
+    /// gives them as (what `relieve` can free, the rest). `bound()` never returns less than
     /// their sum and is cheap (the caches' budgets): a check where the queries' bytes plus
     /// `bound()` stay within the cap does not call `external()` (summing a cache's shards at
     /// every morsel read was an eighth of ClickBench Q2's time from disk). When the queries
-    /// and the caches together would pass the cap, and the queries plus what cannot give way
-    /// would not, `relieve()` empties what can before the check is made again: the caches
-    /// give way to the queries (DuckDB's buffer manager evicts cached blocks for operators'
-    /// memory the same way). A query that would not fit even so is refused without emptying
-    /// anything.
+    /// and the caches together would pass the cap by `n` bytes and the caches can free that
+    /// much, `relieve(n)` frees at least `n` (the block cache evicts its coldest entries)
+    /// before the check is made again: the caches give way to the queries (DuckDB's buffer
+    /// manager evicts cached blocks for operators' memory the same way). A query that would
+    /// not fit even so is refused without evicting anything.
     pub fn with_external(
         limit: u64,
         external: impl Fn() -> (usize, usize) + Send + Sync + 'static,
         bound: impl Fn() -> usize + Send + Sync + 'static,
-        relieve: impl Fn() + Send + Sync + 'static,
+        relieve: impl Fn(usize) + Send + Sync + 'static,
     ) -> Self {
         let external = External { bytes: Box::new(external), bound: Box::new(bound), relieve: Box::new(relieve) };
         let s = ServerMemory { external: Some(external), ..ServerMemory::default() };
@@ -144,9 +145,10 @@ impl ServerMemory {
         if limit != 0 && now.saturating_add(self.external.as_ref().map_or(0, |e| (e.bound)())) > limit {
             let (freeable, pinned) = self.external_split();
             let mut external = freeable.saturating_add(pinned);
-            if now.saturating_add(external) > limit && freeable > 0 && now.saturating_add(pinned) <= limit {
+            let over = now.saturating_add(external).saturating_sub(limit);
+            if over > 0 && over <= freeable {
                 if let Some(e) = &self.external {
-                    (e.relieve)();
+                    (e.relieve)(over);
                 }
                 external = self.external_bytes();
             }
@@ -381,9 +383,11 @@ mod tests {
                 (all - kept.min(all), kept.min(all))
             },
             move || b.load(Ordering::Relaxed),
-            move || {
+            // Frees what it is asked for, down to what cannot give way.
+            move |n| {
                 r.fetch_add(1, Ordering::Relaxed);
-                c2.store(p.load(Ordering::Relaxed), Ordering::Relaxed);
+                let kept = p.load(Ordering::Relaxed);
+                let _ = c2.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| Some(c.saturating_sub(n).max(kept)));
             },
         ));
         let a = QueryContext::new(0, CancelToken::new()).with_server(server.clone());
@@ -400,9 +404,12 @@ mod tests {
         pinned.store(0, Ordering::Relaxed);
         assert!(b.grow(300, "y").is_err());
         assert_eq!((cache.load(Ordering::Relaxed), relieved.load(Ordering::Relaxed)), (100, 0));
-        // One that fits once they give way empties them and goes on.
-        b.grow(200, "y").unwrap();
-        assert_eq!((cache.load(Ordering::Relaxed), relieved.load(Ordering::Relaxed)), (0, 1));
+        // One that fits once they give way frees what it needs (800 + 100 + 150 is 50 over)
+        // and goes on.
+        b.grow(150, "y").unwrap();
+        assert_eq!((cache.load(Ordering::Relaxed), relieved.load(Ordering::Relaxed)), (50, 1));
+        b.grow(50, "y").unwrap();
+        assert_eq!((cache.load(Ordering::Relaxed), relieved.load(Ordering::Relaxed)), (0, 2));
         b.shrink(10_000);
         assert_eq!(server.query_bytes(), 500);
         b.grow(100, "y").unwrap();
@@ -412,7 +419,7 @@ mod tests {
         pinned.store(10_000, Ordering::Relaxed);
         bound.store(100, Ordering::Relaxed);
         b.grow(100, "y").unwrap();
-        assert_eq!(relieved.load(Ordering::Relaxed), 1);
+        assert_eq!(relieved.load(Ordering::Relaxed), 2);
         bound.store(usize::MAX, Ordering::Relaxed);
         assert!(b.grow(1, "y").is_err());
         b.shrink(100);

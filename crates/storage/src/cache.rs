@@ -118,6 +118,23 @@ impl BlockCache {
         self.clear();
     }
 
+    /// Evicts at least `bytes` (its coldest entries first: the eviction policy's order), and
+    /// a thirty-second of the budget at least, so that a query growing near the server's cap
+    /// does not ask again at every morsel; everything if it holds no more. The budget stays.
+    pub fn shed(&self, bytes: u64) {
+        let Some(c) = &self.cache else { return };
+        // Shards round their share of a capacity up: up to SHARDS bytes more may stay.
+        let keep = c.weight().saturating_sub(bytes.saturating_add(SHARDS as u64).max(self.capacity / 32));
+        if keep == 0 {
+            c.clear();
+            return;
+        }
+        // Each shard evicts down to its share of `keep`, then gets its share of the
+        // budget back.
+        c.set_capacity(keep);
+        c.set_capacity(self.capacity);
+    }
+
     /// Drops every entry.
     pub fn clear(&self) {
         if let Some(c) = &self.cache {
@@ -164,6 +181,16 @@ mod tests {
         cache.insert((2, 0, 0, 1), &last);
         assert_eq!(cache.get(&(2, 0, 0, 1)).unwrap().as_ref(), last.as_ref());
         assert!(cache.get(&(3, 0, 0, 1)).is_none());
+        // Shedding frees at least what is asked for, coldest first, and keeps the budget.
+        let before = cache.bytes();
+        cache.shed(before / 2);
+        assert!(cache.bytes() <= before - before / 2, "{} of {before}", cache.bytes());
+        assert!(cache.bytes() > 0);
+        cache.insert((4, 0, 0, 1), &last);
+        assert!(cache.get(&(4, 0, 0, 1)).is_some());
+        cache.shed(u64::MAX);
+        assert_eq!(cache.bytes(), 0);
+        cache.insert((2, 0, 0, 1), &last);
         // A retired cache (replaced by `Store::set_block_cache_size`) is empty and takes
         // nothing more from the queries still holding it.
         cache.retire();
