@@ -365,6 +365,7 @@ fn parse_ratio(name: &str, value: &str) -> Result<f64> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     /// A container's memory limit: a number of bytes; `max` (v2) and v1's page-rounded
     /// `i64::MAX` mean none.
@@ -378,8 +379,6 @@ mod tests {
         let ram = physical_memory();
         assert!(ram.is_none_or(|b| b > 0));
     }
-
-    use super::*;
 
     #[test]
     fn set_known_and_unknown() {

@@ -933,9 +933,9 @@ fn sparse_columns_answer_as_in_memory() {
 }
 
 /// The decoded-block cache gives way to queries under `max_server_memory_usage`: with the
-/// cache holding more than the cap leaves a query, the query still runs (the cache is
-/// emptied first) and answers as without the cache; a query that needs more than the cap
-/// without any cache is still refused.
+/// cache holding more than the cap leaves a query, the query still runs (the cache evicts
+/// what it needs first) and answers as without the cache; a query that needs more than the
+/// cap without any cache is still refused, and the cache is left as it was.
 #[test]
 fn block_cache_gives_way_to_queries_under_the_server_cap() {
     let batches = generated_hits(60_000, 31, 20_000);
@@ -951,7 +951,7 @@ fn block_cache_gives_way_to_queries_under_the_server_cap() {
     assert_eq!(answer_text(&disk, q), answer_text(&mem, q));
     assert!(disk.block_cache_bytes() < cached, "{} of {cached} bytes still cached", disk.block_cache_bytes());
     // Without room even for the query alone: refused, naming the cap, and the cache is
-    // left alone (emptying it would not have helped).
+    // left alone (evicting would not have helped).
     disk.sql("SET max_server_memory_usage = 0").unwrap();
     answer_text(&disk, fill);
     let before = disk.block_cache_bytes();
