@@ -1,9 +1,20 @@
 //! A long-running SQL worker for the differential fuzzer (`scripts/fuzz.py`):
-//! `cargo run --release --example sql_worker -- NAME=FILE.parquet [NAME=FILE.parquet ...]`.
+//! `cargo run --release --example sql_worker -- [OPTIONS] NAME=FILE.parquet[@COL,COL..] ...`.
 //!
-//! Registers each Parquet file as a table (`Database::register_parquet`), prints one hello
-//! line (build facts and the schema of every table), then reads one query per line on stdin
-//! (a JSON string) and answers each with one JSON line on stdout:
+//! Makes each Parquet file a table of the source `--source` names, prints one hello line
+//! (build facts and the schema of every table), then reads one query per line on stdin (a
+//! JSON string) and answers each with one JSON line on stdout. Sources:
+//!
+//! - `memory` (the default): `Database::register_parquet`, columns decoded once and kept;
+//! - `stream`: `Database::register_parquet_streaming`, each query decodes its morsels;
+//! - `disk`: an on-disk table in the database directory `--store DIR` (created if missing),
+//!   sorted by the `@COL,COL` columns, granules of `--granule-rows N` rows, the file's rows
+//!   inserted as `--parts N` parts of uneven sizes (`--optimize` merges them into one); a
+//!   table the directory already holds is reused (a restarted worker reopens it). Queries
+//!   then go through the part reader: granule pruning, PREWHERE, sparse blocks, the
+//!   decoded-block and condition caches.
+//!
+//! Answers:
 //!
 //! ```text
 //! {"ok":true,"types":["Int64","Float64",..],"rows":[[1,2.5],[null,"nan"],..]}
@@ -23,11 +34,12 @@
 use std::fmt::Write as _;
 use std::io::{BufRead, Write};
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::PathBuf;
 use std::sync::Mutex;
 
 use tessera::arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use tessera::arrow::datatypes::*;
-use tessera::{Database, Error};
+use tessera::{Database, Error, TableOptions};
 
 /// Panic messages of the running query, from any thread (set by the panic hook).
 static PANICS: Mutex<Vec<String>> = Mutex::new(Vec::new());
@@ -44,15 +56,25 @@ fn main() {
             p.push(format!("{msg}{at}"));
         }
     }));
-    let db = Database::new();
-    let mut tables = String::new();
-    for arg in std::env::args().skip(1) {
-        let Some((name, path)) = arg.split_once('=') else {
-            eprintln!("usage: sql_worker NAME=FILE.parquet ...");
+    let opts = match Options::parse(std::env::args().skip(1)) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("sql_worker: {e}\nusage: sql_worker [--source memory|stream|disk] [--store DIR] [--granule-rows N] [--parts N] [--optimize] NAME=FILE.parquet[@COL,..] ...");
             std::process::exit(2);
-        };
-        if let Err(e) = db.register_parquet(name, path.as_ref()) {
-            eprintln!("sql_worker: cannot register {name}={path}: {e}");
+        }
+    };
+    let db = match &opts.store {
+        Some(dir) => Database::open(dir).unwrap_or_else(|e| {
+            eprintln!("sql_worker: cannot open {}: {e}", dir.display());
+            std::process::exit(1);
+        }),
+        None => Database::new(),
+    };
+    let mut tables = String::new();
+    for t in &opts.tables {
+        let name = t.name.as_str();
+        if let Err(e) = add_table(&db, &opts, t) {
+            eprintln!("sql_worker: cannot make table {name} of {}: {e}", t.path.display());
             std::process::exit(1);
         }
         let table = db.table(name).expect("just registered");
@@ -72,8 +94,9 @@ fn main() {
     let mut out = stdout.lock();
     let _ = writeln!(
         out,
-        "{{\"hello\":true,\"git\":{},\"simd_compiled\":{},\"simd_level\":{},\"tables\":{{{tables}}}}}",
+        "{{\"hello\":true,\"git\":{},\"source\":{},\"simd_compiled\":{},\"simd_level\":{},\"tables\":{{{tables}}}}}",
         json_str(info.git_hash),
+        json_str(&opts.source),
         json_str(info.simd_compiled),
         json_str(info.simd_level)
     );
@@ -91,6 +114,100 @@ fn main() {
             break;
         }
     }
+}
+
+/// A table to make: `NAME=FILE[@COL,COL..]`.
+struct TableArg {
+    name: String,
+    path: PathBuf,
+    order_by: Vec<String>,
+}
+
+/// The command line.
+struct Options {
+    source: String,
+    store: Option<PathBuf>,
+    granule_rows: usize,
+    parts: usize,
+    optimize: bool,
+    tables: Vec<TableArg>,
+}
+
+impl Options {
+    fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
+        let mut o = Options { source: "memory".into(), store: None, granule_rows: 8192, parts: 1, optimize: false, tables: Vec::new() };
+        while let Some(a) = args.next() {
+            let mut value = |flag: &str| args.next().ok_or_else(|| format!("{flag} needs a value"));
+            match a.as_str() {
+                "--source" => o.source = value("--source")?,
+                "--store" => o.store = Some(PathBuf::from(value("--store")?)),
+                "--granule-rows" => o.granule_rows = value("--granule-rows")?.parse().map_err(|e| format!("--granule-rows: {e}"))?,
+                "--parts" => o.parts = value("--parts")?.parse().map_err(|e| format!("--parts: {e}"))?,
+                "--optimize" => o.optimize = true,
+                _ => {
+                    let (name, rest) = a.split_once('=').ok_or_else(|| format!("'{a}' is not NAME=FILE"))?;
+                    let (path, cols) = rest.split_once('@').unwrap_or((rest, ""));
+                    let order_by = cols.split(',').filter(|c| !c.is_empty()).map(String::from).collect();
+                    o.tables.push(TableArg { name: name.into(), path: path.into(), order_by });
+                }
+            }
+        }
+        match o.source.as_str() {
+            "memory" | "stream" => {}
+            "disk" if o.store.is_some() && o.granule_rows > 0 && o.parts > 0 => {}
+            "disk" => return Err("--source disk needs --store DIR, --granule-rows and --parts of at least 1".into()),
+            s => return Err(format!("unknown source '{s}'")),
+        }
+        Ok(o)
+    }
+}
+
+/// Makes table `t` in `db` from its Parquet file, as `opts.source` says.
+fn add_table(db: &Database, opts: &Options, t: &TableArg) -> tessera::Result<()> {
+    match opts.source.as_str() {
+        "memory" => return db.register_parquet(&t.name, &t.path),
+        "stream" => return db.register_parquet_streaming(&t.name, &t.path, None),
+        _ => {}
+    }
+    if db.disk_table(&t.name).is_some() {
+        return Ok(());
+    }
+    // The file's rows, through an in-memory table.
+    let scratch = Database::new();
+    scratch.register_parquet("t", &t.path)?;
+    let schema = scratch.table("t").expect("just registered").schema().clone();
+    let options = TableOptions { order_by: t.order_by.clone(), granule_rows: opts.granule_rows, ..TableOptions::default() };
+    let table = db.create_table(&t.name, schema, options)?;
+    // The query's columns under the on-disk table's schema (fields may differ in
+    // nullability).
+    let batches = scratch
+        .sql("SELECT * FROM t")?
+        .into_iter()
+        .map(|b| RecordBatch::try_new(table.schema().clone(), b.columns().to_vec()).map_err(|e| Error::Internal(e.to_string())))
+        .collect::<tessera::Result<Vec<_>>>()?;
+    // `parts` slices of uneven sizes: part k gets a share proportional to k + 1.
+    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+    let weights: usize = (1..=opts.parts).sum();
+    let (mut at, mut bi, mut off) = (0usize, 0usize, 0usize);
+    for k in 0..opts.parts {
+        let end = if k + 1 == opts.parts { rows } else { at + rows * (k + 1) / weights };
+        let mut part = Vec::new();
+        let mut need = end - at;
+        while need > 0 && bi < batches.len() {
+            let take = need.min(batches[bi].num_rows() - off);
+            part.push(batches[bi].slice(off, take));
+            (need, off) = (need - take, off + take);
+            if off == batches[bi].num_rows() {
+                (bi, off) = (bi + 1, 0);
+            }
+        }
+        db.insert(&t.name, &part)?;
+        at = end;
+    }
+    if opts.optimize {
+        db.optimize(&t.name)?;
+    }
+    Ok(())
 }
 
 /// Runs one query and renders the answer line.

@@ -13,6 +13,11 @@ both engines read:
   with both sign bits, +-inf, integer extremes, empty strings, LIKE metacharacters, tabs,
   newlines, non-ASCII, timestamps before 1970, many duplicates.
 
+Tessera holds the tables as ``--source`` says: in memory (the default), streamed from the
+Parquet files by every query, or as on-disk tables (``disk``: sort keys, granule size,
+number of parts and a merge drawn from the seed), so the part reader's granule pruning,
+PREWHERE, sparse blocks and caches answer the same random queries.
+
 Most queries are in the SQL subset README.md documents; a small share use constructs
 outside it (Tessera must answer ``NotImplemented``), semantically invalid queries (a
 specific typed error), or malformed SQL (``Parse``/``Plan``). Tessera runs in a long-lived
@@ -710,6 +715,10 @@ def main():
     ap.add_argument("--time-limit", type=float, default=0, help="stop after this many seconds (0: none)")
     ap.add_argument("--shrink-budget", type=float, default=0.25, help="share of the run time spent shrinking")
     ap.add_argument("--duckdb-threads", type=int, default=1)
+    ap.add_argument("--source", choices=["memory", "stream", "disk"], default="memory",
+                    help="how Tessera holds the tables: in memory (register_parquet), streamed from the "
+                    "Parquet files at each query, or on-disk tables (a layout drawn from the seed: sort "
+                    "keys, granule rows, parts, merged or not)")
     ap.add_argument("--avoid", default="", help="comma-separated known bugs whose triggers are not "
                     "generated: a (MIN/MAX of floats), c (floats compared/sorted/grouped), d (LIKE "
                     "escapes), e (long OR lists), m (minute() of nullable timestamps)")
@@ -739,7 +748,8 @@ def run(args, tmp, t0):
     make_edge_table(con, edge, args.edge_rows, args.seed)
     for name, path in (("hits", hits), ("edge", edge)):
         con.execute(f"CREATE TABLE {name} AS SELECT * FROM read_parquet('{path}')")
-    worker = Worker([args.worker, f"hits={hits}", f"edge={edge}"], os.path.join(tmp, "worker.log"))
+    worker_args, layout = worker_source_args(args, tmp, hits, edge)
+    worker = Worker([args.worker] + worker_args, os.path.join(tmp, "worker.log"))
     worker.start()
     rng = random.Random(args.seed)
     SCHEMA.update(load_schema(con, worker.hello, rng))
@@ -751,7 +761,8 @@ def run(args, tmp, t0):
     duck = Duck(con)
     setup_s = time.time() - t0
     print(f"fuzz: seed {args.seed}, hits {args.rows} rows, edge {args.edge_rows} rows, "
-          f"tessera {worker.hello.get('git')} ({level}), duckdb {duckdb.__version__}, setup {setup_s:.1f} s",
+          f"source {args.source}{layout}, tessera {worker.hello.get('git')} ({level}), duckdb {duckdb.__version__}, "
+          f"setup {setup_s:.1f} s",
           flush=True)
 
     counts = collections.Counter()
@@ -802,7 +813,7 @@ def run(args, tmp, t0):
     elapsed = time.time() - t_start
     worker.stop()
     fatal = sum(counts[k] for k in FATAL)
-    line = (f"fuzz summary: seed {args.seed}, {done} queries in {elapsed:.1f} s ({done / max(elapsed, 1e-9):.1f} q/s, "
+    line = (f"fuzz summary: seed {args.seed}, source {args.source}{layout}, {done} queries in {elapsed:.1f} s ({done / max(elapsed, 1e-9):.1f} q/s, "
             f"{shrink_s:.0f} s shrinking), " + summary_counts(counts) +
             f", worker restarts {worker.restarts}")
     kinds = ", ".join(f"{c}/{o}/{k}: {v}" for (c, o, k), v in sorted(err_kinds.items()))
@@ -817,6 +828,33 @@ def run(args, tmp, t0):
         ex = cl["example"]
         print(f"  [{outcome} x{cl['count']}] {ex['small_sql'][:300]}")
     return 1 if fatal else 0
+
+
+# The sort keys an on-disk edge table may get (floats with NaN and -0.0, strings with LIKE
+# metacharacters, binaries, NULLs in every one) and ClickBench's key for hits.
+EDGE_SORT_COLUMNS = ["i8", "i64", "u64", "f32", "f64", "s", "bin", "d", "ts", "k", "g"]
+HITS_SORT_KEY = ["CounterID", "EventDate", "UserID", "EventTime", "WatchID"]
+
+
+def worker_source_args(args, tmp, hits, edge):
+    """The worker's arguments for `args.source`, and a description of the layout. The disk
+    layout comes from its own RNG, so a seed generates the same queries for every source."""
+    if args.source != "disk":
+        flags = ["--source", args.source] if args.source != "memory" else []
+        return flags + [f"hits={hits}", f"edge={edge}"], ""
+    rng = random.Random(f"layout-{args.seed}")
+    granule = rng.choice([16, 100, 1000, 8192])
+    parts = rng.choice([1, 2, 3, 4])
+    optimize = parts > 1 and rng.random() < 0.3
+    hits_key = HITS_SORT_KEY if rng.random() < 0.7 else []
+    edge_key = rng.sample(EDGE_SORT_COLUMNS, rng.choice([0, 1, 1, 2]))
+    store = os.path.join(tmp, "store")
+    shutil.rmtree(store, ignore_errors=True)
+    flags = ["--source", "disk", "--store", store, "--granule-rows", str(granule), "--parts", str(parts)]
+    flags += ["--optimize"] if optimize else []
+    layout = (f" (granules of {granule} rows, {parts} part(s){' merged' if optimize else ''}, hits by "
+              f"{','.join(hits_key) or 'insert order'}, edge by {','.join(edge_key) or 'insert order'})")
+    return flags + [f"hits={hits}@{','.join(hits_key)}", f"edge={edge}@{','.join(edge_key)}"], layout
 
 
 def summary_counts(c):
