@@ -1,5 +1,5 @@
 //! A long-running SQL worker for the differential fuzzer (`scripts/fuzz.py`):
-//! `cargo run --release --example sql_worker -- [OPTIONS] NAME=FILE.parquet[@COL,COL..] ...`.
+//! `cargo run --release --example sql_worker -- [OPTIONS] NAME=FILE.parquet ...`.
 //!
 //! Makes each Parquet file a table of the source `--source` names, prints one hello line
 //! (build facts and the schema of every table), then reads one query per line on stdin (a
@@ -8,11 +8,12 @@
 //! - `memory` (the default): `Database::register_parquet`, columns decoded once and kept;
 //! - `stream`: `Database::register_parquet_streaming`, each query decodes its morsels;
 //! - `disk`: an on-disk table in the database directory `--store DIR` (created if missing),
-//!   sorted by the `@COL,COL` columns, granules of `--granule-rows N` rows, the file's rows
-//!   inserted as `--parts N` parts of uneven sizes (`--optimize` merges them into one); a
-//!   table the directory already holds is reused (a restarted worker reopens it). Queries
-//!   then go through the part reader: granule pruning, PREWHERE, sparse blocks, the
-//!   decoded-block and condition caches.
+//!   sorted by the columns `--order-by NAME=COL,COL` names, granules of `--granule-rows N`
+//!   rows, the file's rows (in file order) inserted as `--parts N` parts of uneven sizes
+//!   (`--optimize` merges them); a table the directory already holds with the file's row
+//!   count is reused (a worker restarted after a crash reopens it), one with another count
+//!   is an error. Queries then go through the part reader: granule pruning, PREWHERE,
+//!   sparse blocks, the decoded-block and condition caches.
 //!
 //! Answers:
 //!
@@ -59,7 +60,7 @@ fn main() {
     let opts = match Options::parse(std::env::args().skip(1)) {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("sql_worker: {e}\nusage: sql_worker [--source memory|stream|disk] [--store DIR] [--granule-rows N] [--parts N] [--optimize] NAME=FILE.parquet[@COL,..] ...");
+            eprintln!("sql_worker: {e}\nusage: sql_worker [--source memory|stream|disk] [--store DIR] [--granule-rows N] [--parts N] [--optimize] [--order-by NAME=COL,..] NAME=FILE.parquet ...");
             std::process::exit(2);
         }
     };
@@ -116,7 +117,7 @@ fn main() {
     }
 }
 
-/// A table to make: `NAME=FILE[@COL,COL..]`.
+/// A table to make: `NAME=FILE`, and its sort key from `--order-by NAME=COL,COL..`.
 struct TableArg {
     name: String,
     path: PathBuf,
@@ -136,6 +137,7 @@ struct Options {
 impl Options {
     fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
         let mut o = Options { source: "memory".into(), store: None, granule_rows: 8192, parts: 1, optimize: false, tables: Vec::new() };
+        let mut keys: Vec<(String, Vec<String>)> = Vec::new();
         while let Some(a) = args.next() {
             let mut value = |flag: &str| args.next().ok_or_else(|| format!("{flag} needs a value"));
             match a.as_str() {
@@ -144,13 +146,21 @@ impl Options {
                 "--granule-rows" => o.granule_rows = value("--granule-rows")?.parse().map_err(|e| format!("--granule-rows: {e}"))?,
                 "--parts" => o.parts = value("--parts")?.parse().map_err(|e| format!("--parts: {e}"))?,
                 "--optimize" => o.optimize = true,
+                "--order-by" => {
+                    let v = value("--order-by")?;
+                    let (name, cols) = v.split_once('=').ok_or_else(|| format!("--order-by '{v}' is not NAME=COL,.."))?;
+                    keys.push((name.into(), cols.split(',').filter(|c| !c.is_empty()).map(String::from).collect()));
+                }
+                f if f.starts_with("--") => return Err(format!("unknown option '{f}'")),
                 _ => {
-                    let (name, rest) = a.split_once('=').ok_or_else(|| format!("'{a}' is not NAME=FILE"))?;
-                    let (path, cols) = rest.split_once('@').unwrap_or((rest, ""));
-                    let order_by = cols.split(',').filter(|c| !c.is_empty()).map(String::from).collect();
-                    o.tables.push(TableArg { name: name.into(), path: path.into(), order_by });
+                    let (name, path) = a.split_once('=').ok_or_else(|| format!("'{a}' is not NAME=FILE"))?;
+                    o.tables.push(TableArg { name: name.into(), path: path.into(), order_by: Vec::new() });
                 }
             }
+        }
+        for (name, cols) in keys {
+            let t = o.tables.iter_mut().find(|t| t.name == name).ok_or_else(|| format!("--order-by names no table '{name}'"))?;
+            t.order_by = cols;
         }
         match o.source.as_str() {
             "memory" | "stream" => {}
@@ -169,24 +179,30 @@ fn add_table(db: &Database, opts: &Options, t: &TableArg) -> tessera::Result<()>
         "stream" => return db.register_parquet_streaming(&t.name, &t.path, None),
         _ => {}
     }
-    if db.disk_table(&t.name).is_some() {
-        return Ok(());
-    }
-    // The file's rows, through an in-memory table.
+    // The file's rows, in file order, through an in-memory table.
     let scratch = Database::new();
     scratch.register_parquet("t", &t.path)?;
-    let schema = scratch.table("t").expect("just registered").schema().clone();
+    let file = scratch.table("t").expect("just registered");
+    let rows: usize = file.chunk_lens().iter().sum();
+    if let Some(existing) = db.disk_table(&t.name) {
+        let have = existing.num_rows();
+        if have != rows {
+            return Err(Error::InvalidArgument(format!("the store's table {} has {have} rows, the file {rows}", t.name)));
+        }
+        return Ok(());
+    }
     let options = TableOptions { order_by: t.order_by.clone(), granule_rows: opts.granule_rows, ..TableOptions::default() };
-    let table = db.create_table(&t.name, schema, options)?;
-    // The query's columns under the on-disk table's schema (fields may differ in
-    // nullability).
-    let batches = scratch
-        .sql("SELECT * FROM t")?
-        .into_iter()
-        .map(|b| RecordBatch::try_new(table.schema().clone(), b.columns().to_vec()).map_err(|e| Error::Internal(e.to_string())))
+    let table = db.create_table(&t.name, file.schema().clone(), options)?;
+    // Chunk by chunk, under the on-disk table's schema (fields may differ in nullability).
+    let columns = file.columns(&(0..file.schema().fields().len()).collect::<Vec<_>>())?;
+    let batches = (0..file.chunk_lens().len())
+        .map(|c| {
+            RecordBatch::try_new(table.schema().clone(), columns.iter().map(|col| col[c].clone()).collect())
+                .map_err(|e| Error::Internal(e.to_string()))
+        })
         .collect::<tessera::Result<Vec<_>>>()?;
-    // `parts` slices of uneven sizes: part k gets a share proportional to k + 1.
-    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+    // `parts` slices of uneven sizes: part k gets a share proportional to k + 1 (an empty
+    // one, for fewer rows than parts, writes nothing).
     let weights: usize = (1..=opts.parts).sum();
     let (mut at, mut bi, mut off) = (0usize, 0usize, 0usize);
     for k in 0..opts.parts {

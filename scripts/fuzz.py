@@ -854,7 +854,8 @@ def worker_source_args(args, tmp, hits, edge):
     flags += ["--optimize"] if optimize else []
     layout = (f" (granules of {granule} rows, {parts} part(s){' merged' if optimize else ''}, hits by "
               f"{','.join(hits_key) or 'insert order'}, edge by {','.join(edge_key) or 'insert order'})")
-    return flags + [f"hits={hits}@{','.join(hits_key)}", f"edge={edge}@{','.join(edge_key)}"], layout
+    flags += ["--order-by", f"hits={','.join(hits_key)}", "--order-by", f"edge={','.join(edge_key)}"]
+    return flags + [f"hits={hits}", f"edge={edge}"], layout
 
 
 def summary_counts(c):

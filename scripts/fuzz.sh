@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Differential SQL fuzzer (Tessera vs DuckDB), see scripts/fuzz.py:
 #   scripts/fuzz.sh --queries 1000000 [--seed S] [--rows R] [--out FILE] [--time-limit SECONDS]
+#                   [--source memory|stream|disk]
 # Builds the SQL worker example and the tessera CLI in release, then scripts/fuzz.py
 # generates the data into a temp dir (hits with `tessera gen hits`, the edge-value table
 # with DuckDB), runs the queries, writes the report and deletes the data.
