@@ -78,7 +78,7 @@ fn main() {
             eprintln!("sql_worker: cannot make table {name} of {}: {e}", t.path.display());
             std::process::exit(1);
         }
-        let table = db.table(name).expect("just registered");
+        let table = db.table(name).expect("just made");
         let cols: Vec<String> = table
             .schema()
             .fields()

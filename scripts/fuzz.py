@@ -16,7 +16,8 @@ both engines read:
 Tessera holds the tables as ``--source`` says: in memory (the default), streamed from the
 Parquet files by every query, or as on-disk tables (``disk``: sort keys, granule size,
 number of parts and a merge drawn from the seed), so the part reader's granule pruning,
-PREWHERE, sparse blocks and caches answer the same random queries.
+PREWHERE, sparse blocks and caches answer the same random queries. A tenth of the queries
+spill their GROUP BY and a tenth their ORDER BY (tiny ``max_bytes_before_external_*``).
 
 Most queries are in the SQL subset README.md documents; a small share use constructs
 outside it (Tessera must answer ``NotImplemented``), semantically invalid queries (a
@@ -853,7 +854,7 @@ def worker_source_args(args, tmp, hits, edge):
     flags = ["--source", "disk", "--store", store, "--granule-rows", str(granule), "--parts", str(parts)]
     flags += ["--optimize"] if optimize else []
     layout = (f" (granules of {granule} rows, {parts} part(s){' merged' if optimize else ''}, hits by "
-              f"{','.join(hits_key) or 'insert order'}, edge by {','.join(edge_key) or 'insert order'})")
+              f"{','.join(hits_key) or 'file order'}, edge by {','.join(edge_key) or 'file order'})")
     flags += ["--order-by", f"hits={','.join(hits_key)}", "--order-by", f"edge={','.join(edge_key)}"]
     return flags + [f"hits={hits}", f"edge={edge}"], layout
 

@@ -551,6 +551,12 @@ class Gen:
             s.append(("group_by_force_serialized", "1"))
         if r.random() < 0.3:
             s.append(("simd_level", sql_str(r.choice(self.simd_levels))))
+        # Spills: a GROUP BY past this many bytes of state writes its partitions to
+        # temporary files, an ORDER BY its sorted runs, then both merge them back.
+        if r.random() < 0.1:
+            s.append(("max_bytes_before_external_group_by", str(r.choice([1, 4096, 100000]))))
+        if r.random() < 0.1:
+            s.append(("max_bytes_before_external_sort", str(r.choice([1, 4096, 100000]))))
         return s
 
     def order_and_limit(self, q, outputs, hidden, p_limit=0.8):
