@@ -97,7 +97,7 @@ fn main() {
         out,
         "{{\"hello\":true,\"git\":{},\"source\":{},\"simd_compiled\":{},\"simd_level\":{},\"tables\":{{{tables}}}}}",
         json_str(info.git_hash),
-        json_str(&opts.source),
+        json_str(opts.source.name()),
         json_str(info.simd_compiled),
         json_str(info.simd_level)
     );
@@ -124,9 +124,36 @@ struct TableArg {
     order_by: Vec<String>,
 }
 
+/// Where the tables live (`--source`).
+#[derive(Clone, Copy, PartialEq)]
+enum Source {
+    Memory,
+    Stream,
+    Disk,
+}
+
+impl Source {
+    fn parse(s: &str) -> Result<Source, String> {
+        match s {
+            "memory" => Ok(Source::Memory),
+            "stream" => Ok(Source::Stream),
+            "disk" => Ok(Source::Disk),
+            _ => Err(format!("unknown source '{s}'")),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Source::Memory => "memory",
+            Source::Stream => "stream",
+            Source::Disk => "disk",
+        }
+    }
+}
+
 /// The command line.
 struct Options {
-    source: String,
+    source: Source,
     store: Option<PathBuf>,
     granule_rows: usize,
     parts: usize,
@@ -136,12 +163,12 @@ struct Options {
 
 impl Options {
     fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
-        let mut o = Options { source: "memory".into(), store: None, granule_rows: 8192, parts: 1, optimize: false, tables: Vec::new() };
+        let mut o = Options { source: Source::Memory, store: None, granule_rows: 8192, parts: 1, optimize: false, tables: Vec::new() };
         let mut keys: Vec<(String, Vec<String>)> = Vec::new();
         while let Some(a) = args.next() {
             let mut value = |flag: &str| args.next().ok_or_else(|| format!("{flag} needs a value"));
             match a.as_str() {
-                "--source" => o.source = value("--source")?,
+                "--source" => o.source = Source::parse(&value("--source")?)?,
                 "--store" => o.store = Some(PathBuf::from(value("--store")?)),
                 "--granule-rows" => o.granule_rows = value("--granule-rows")?.parse().map_err(|e| format!("--granule-rows: {e}"))?,
                 "--parts" => o.parts = value("--parts")?.parse().map_err(|e| format!("--parts: {e}"))?,
@@ -162,11 +189,8 @@ impl Options {
             let t = o.tables.iter_mut().find(|t| t.name == name).ok_or_else(|| format!("--order-by names no table '{name}'"))?;
             t.order_by = cols;
         }
-        match o.source.as_str() {
-            "memory" | "stream" => {}
-            "disk" if o.store.is_some() && o.granule_rows > 0 && o.parts > 0 => {}
-            "disk" => return Err("--source disk needs --store DIR, --granule-rows and --parts of at least 1".into()),
-            s => return Err(format!("unknown source '{s}'")),
+        if o.source == Source::Disk && (o.store.is_none() || o.granule_rows == 0 || o.parts == 0) {
+            return Err("--source disk needs --store DIR, --granule-rows and --parts of at least 1".into());
         }
         Ok(o)
     }
@@ -174,10 +198,10 @@ impl Options {
 
 /// Makes table `t` in `db` from its Parquet file, as `opts.source` says.
 fn add_table(db: &Database, opts: &Options, t: &TableArg) -> tessera::Result<()> {
-    match opts.source.as_str() {
-        "memory" => return db.register_parquet(&t.name, &t.path),
-        "stream" => return db.register_parquet_streaming(&t.name, &t.path, None),
-        _ => {}
+    match opts.source {
+        Source::Memory => return db.register_parquet(&t.name, &t.path),
+        Source::Stream => return db.register_parquet_streaming(&t.name, &t.path, None),
+        Source::Disk => {}
     }
     // The file's rows, in file order, through an in-memory table.
     let scratch = Database::new();
@@ -193,31 +217,22 @@ fn add_table(db: &Database, opts: &Options, t: &TableArg) -> tessera::Result<()>
     }
     let options = TableOptions { order_by: t.order_by.clone(), granule_rows: opts.granule_rows, ..TableOptions::default() };
     let table = db.create_table(&t.name, file.schema().clone(), options)?;
-    // Chunk by chunk, under the on-disk table's schema (fields may differ in nullability).
+    // The file's rows as one batch under the on-disk table's schema (fields may differ in
+    // nullability; the fuzzer's tables are small), cut into `parts` slices of uneven sizes:
+    // part k gets a share proportional to k + 1 (an empty one, for fewer rows than parts,
+    // writes nothing).
     let columns = file.columns(&(0..file.schema().fields().len()).collect::<Vec<_>>())?;
-    let batches = (0..file.chunk_lens().len())
-        .map(|c| {
-            RecordBatch::try_new(table.schema().clone(), columns.iter().map(|col| col[c].clone()).collect())
-                .map_err(|e| Error::Internal(e.to_string()))
-        })
-        .collect::<tessera::Result<Vec<_>>>()?;
-    // `parts` slices of uneven sizes: part k gets a share proportional to k + 1 (an empty
-    // one, for fewer rows than parts, writes nothing).
+    let whole = columns
+        .iter()
+        .map(|chunks| tessera::arrow::compute::concat(&chunks.iter().map(|a| a.as_ref()).collect::<Vec<_>>()))
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .and_then(|cols| RecordBatch::try_new(table.schema().clone(), cols))
+        .map_err(|e| Error::Internal(e.to_string()))?;
     let weights: usize = (1..=opts.parts).sum();
-    let (mut at, mut bi, mut off) = (0usize, 0usize, 0usize);
+    let mut at = 0;
     for k in 0..opts.parts {
         let end = if k + 1 == opts.parts { rows } else { at + rows * (k + 1) / weights };
-        let mut part = Vec::new();
-        let mut need = end - at;
-        while need > 0 && bi < batches.len() {
-            let take = need.min(batches[bi].num_rows() - off);
-            part.push(batches[bi].slice(off, take));
-            (need, off) = (need - take, off + take);
-            if off == batches[bi].num_rows() {
-                (bi, off) = (bi + 1, 0);
-            }
-        }
-        db.insert(&t.name, &part)?;
+        db.insert(&t.name, &[whole.slice(at, end - at)])?;
         at = end;
     }
     if opts.optimize {
