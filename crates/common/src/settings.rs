@@ -56,6 +56,16 @@ pub struct Settings {
     /// exact aggregates: rows of other keys are dropped instead of grouped (ClickHouse's
     /// `optimize_trivial_group_by_limit_query`). Default on; `0` aggregates every group.
     pub optimize_trivial_group_by_limit_query: bool,
+    /// Lazy materialization of a string GROUP BY key: a GROUP BY of one string column
+    /// without NULLs whose answer is its top `ORDER BY .. LIMIT n` rows (`n` + OFFSET at most
+    /// 1,000; the ORDER BY, HAVING and expressions not reading the key) groups the rows by
+    /// the key's 128-bit hash and one row position per group, then reads the strings of the
+    /// answer's rows only from the table (ClickBench Q34/Q35: `GROUP BY URL ORDER BY
+    /// COUNT(*) DESC LIMIT 10`). No key bytes are copied or compared; two different strings
+    /// fall into one group with probability 2^-128 per pair (as `COUNT(DISTINCT s)` and
+    /// ClickHouse's `uniqExact` count strings), and groups that tie on the ORDER BY are
+    /// ordered by the hash instead of the string. Default on; `0` groups by the strings.
+    pub group_by_lazy_string_keys: bool,
     /// Top-N dynamic filtering of `ORDER BY col [, ..] LIMIT n` scans (ClickHouse's
     /// `use_top_k_dynamic_filtering`, DuckDB's dynamic filters from a TopN): once a worker
     /// holds `n + OFFSET` rows, the first sort key of its last one bounds every later row
@@ -134,6 +144,7 @@ impl Default for Settings {
             concurrent_threads_soft_limit_num: 0,
             query_plan_optimize_lazy_materialization: true,
             optimize_trivial_group_by_limit_query: true,
+            group_by_lazy_string_keys: true,
             use_top_k_dynamic_filtering: true,
             use_query_condition_cache: true,
             max_bytes_before_external_group_by: 0,
@@ -213,6 +224,7 @@ impl Settings {
         "concurrent_threads_soft_limit_num",
         "query_plan_optimize_lazy_materialization",
         "optimize_trivial_group_by_limit_query",
+        "group_by_lazy_string_keys",
         "use_top_k_dynamic_filtering",
         "use_query_condition_cache",
         "max_bytes_before_external_group_by",
@@ -302,6 +314,7 @@ impl Settings {
                 self.query_plan_optimize_lazy_materialization = flag(parse(value)?)?
             }
             "optimize_trivial_group_by_limit_query" => self.optimize_trivial_group_by_limit_query = flag(parse(value)?)?,
+            "group_by_lazy_string_keys" => self.group_by_lazy_string_keys = flag(parse(value)?)?,
             "use_top_k_dynamic_filtering" => self.use_top_k_dynamic_filtering = flag(parse(value)?)?,
             "use_query_condition_cache" => self.use_query_condition_cache = flag(parse(value)?)?,
             "simd_level" => {

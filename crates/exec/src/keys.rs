@@ -9,6 +9,8 @@
 //! | `Str`        | one string key (Q34)                    | `&[u8]` (input) |
 //! | `FixedStr`   | fixed keys <= 128 bits + one string (Q19) | `(u128, &[u8])` |
 //! | `Serialized` | anything else, or keys with NULLs       | `Box<[u8]>`     |
+//! | `Hash128`    | one string key, counted only (`COUNT(DISTINCT s)`) | `u128`  |
+//! | `LazyStr`    | one string key, top-N answer (Q34)      | [`LazyKey`]     |
 //!
 //! Fixed-width keys are packed side by side: key `i` occupies bits
 //! `shift_i .. shift_i + width_i` of the integer, holding the value's bit pattern
@@ -55,6 +57,15 @@ pub(crate) trait GroupKey: Clone + PartialEq + Send + Sync {
     fn key_eq(&self, other: &Self) -> bool {
         self == other
     }
+
+    /// Whether the key carries the position of a row holding it ([`LazyKey`]), set by
+    /// [`GroupKey::set_row`] after extraction.
+    const ROW: bool = false;
+
+    /// Sets the row position the key carries (`morsel << 32 | row in the morsel`); a no-op
+    /// for keys that carry none.
+    #[inline(always)]
+    fn set_row(&mut self, _row: u64) {}
 
     /// Bytes the key owns on the heap besides its inline `size_of::<Self>()` (counted in
     /// the query's memory; keys that borrow the input own none).
@@ -405,6 +416,79 @@ pub(crate) enum Layout {
     /// (`COUNT(DISTINCT s)`); the keys cannot be given back. Never chosen by
     /// [`choose_layout`].
     Hash128,
+    /// One string key (a table column without NULLs) kept as its 128-bit hash and a row
+    /// holding it ([`LazyKey`]): for a GROUP BY whose answer is a few top-N rows, whose
+    /// strings are then read back from the table by row (see
+    /// `Settings::group_by_lazy_string_keys`). Never chosen by [`choose_layout`].
+    LazyStr,
+}
+
+/// The key of [`Layout::LazyStr`]: a string's 128-bit hash ([`hash128_bytes`]), big-endian
+/// so that keys compare bytewise as their hashes, then the position of one row holding the
+/// string (`morsel << 32 | row in the morsel`, little-endian). Keys are equal when their
+/// hashes are: the row is the group's payload (the first one its table saw; any row of the
+/// group holds the same string), from which the answer reads the group's string back
+/// ([`LazyKey::row_of`]). As bytes ([`LazyKey::bytes`]) it is the key's value in the
+/// aggregation's output until then: ties on the ORDER BY are broken by the hash.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LazyKey([u8; LazyKey::LEN]);
+
+impl LazyKey {
+    /// Bytes of a key: 16 of hash, 8 of row position.
+    pub(crate) const LEN: usize = 24;
+
+    fn new(hash: u128) -> Self {
+        let mut b = [0u8; LazyKey::LEN];
+        b[..16].copy_from_slice(&hash.to_be_bytes());
+        LazyKey(b)
+    }
+
+    #[inline(always)]
+    fn hash(&self) -> u128 {
+        u128::from_be_bytes(self.0[..16].try_into().expect("16 bytes"))
+    }
+
+    /// The key's bytes: its value in the aggregation's output before the strings are read.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// The morsel and the row in it that the key's [`LazyKey::bytes`] name; `None` when
+    /// `bytes` are not a key's.
+    pub(crate) fn row_of(bytes: &[u8]) -> Option<(usize, u32)> {
+        let pos = u64::from_le_bytes(bytes.get(16..LazyKey::LEN)?.try_into().ok()?);
+        (bytes.len() == LazyKey::LEN).then_some(((pos >> 32) as usize, pos as u32))
+    }
+}
+
+impl PartialEq for LazyKey {
+    #[inline(always)]
+    fn eq(&self, other: &Self) -> bool {
+        self.hash() == other.hash()
+    }
+}
+
+impl GroupKey for LazyKey {
+    const SCATTER_HASH: bool = false;
+    const ROW: bool = true;
+    /// The hash's low 64 bits: already a string hash's, so not hashed again.
+    #[inline(always)]
+    fn hash64(&self) -> u64 {
+        self.hash() as u64
+    }
+    #[inline(always)]
+    fn set_row(&mut self, row: u64) {
+        self.0[16..].copy_from_slice(&row.to_le_bytes());
+    }
+    fn encode(&self, out: &mut Enc<'_>) {
+        out.put(self.hash());
+        out.put(u64::from_le_bytes(self.0[16..].try_into().expect("8 bytes")));
+    }
+    unsafe fn decode(d: &mut Dec<'_>, _: &mut KeyArena) -> Result<Self> {
+        let mut k = LazyKey::new(d.get()?);
+        k.set_row(d.get()?);
+        Ok(k)
+    }
 }
 
 /// The [`Layout::Hash128`] key of a NULL string.
@@ -420,6 +504,7 @@ impl Layout {
             Layout::FixedStr => "fixed128+string",
             Layout::Serialized => "serialized",
             Layout::Hash128 => "hash128",
+            Layout::LazyStr => "hash128+row",
         }
     }
 }
@@ -595,6 +680,19 @@ impl<'a> KeyReader<'a> {
                     *o = NULL_HASH;
                 }
             }
+        }
+    }
+
+    /// The [`LazyKey`]s of the single string key (no NULLs) of the morsel's selected rows,
+    /// their rows not yet set ([`GroupKey::set_row`]).
+    pub(crate) fn lazy_str(&self, arrs: &[&ArrayRef], sel: Option<&[u32]>, n: usize, out: &mut Vec<LazyKey>) {
+        let (offsets, data) = string_parts(arrs[self.string_index()]);
+        let key = |i: usize| LazyKey::new(hash128_bytes(&data[offsets[i] as usize..offsets[i + 1] as usize]));
+        out.clear();
+        out.reserve(n);
+        match sel {
+            None => out.extend((0..offsets.len() - 1).map(key)),
+            Some(s) => out.extend(s.iter().map(|&i| key(i as usize))),
         }
     }
 

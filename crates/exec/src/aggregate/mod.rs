@@ -42,7 +42,7 @@ use crate::Profile;
 use crate::accum::{Accumulator, OrdVal};
 use crate::context::QueryContext;
 use crate::hashtable::{GroupTable, Radix};
-use crate::keys::{GroupKey, KeyArena, KeyReader, Layout, NULL_HASH, TieKey, choose_layout};
+use crate::keys::{GroupKey, KeyArena, KeyReader, Layout, LazyKey, NULL_HASH, TieKey, choose_layout};
 use crate::morsel::{Input, MorselColumns, Passed};
 use crate::partial::{Partial, Scratch, Spilled, finalize_partitioned, scatter_ok, scattered_row_bytes};
 use crate::plan::{AggFunc, AggOutput, AggregatePlan, OrderLimit, Plan, ScalarExpr, SortKey};
@@ -139,6 +139,9 @@ struct Ctx<'a> {
     count_only: bool,
     /// The radix partitioning of this query's two-level tables, chosen once ([`Ctx::radix`]).
     radix: std::sync::OnceLock<Radix>,
+    /// The key is a [`LazyKey`] ([`Layout::LazyStr`]): its output column holds the keys'
+    /// bytes (binary) until [`read_lazy_keys`] reads the strings.
+    lazy_key: bool,
 }
 
 impl Ctx<'_> {
@@ -285,6 +288,7 @@ pub(super) fn group_by(
     hashed: bool,
 ) -> Result<(Vec<RecordBatch>, Profile)> {
     let first_keys = first_keys_wanted(plan, settings);
+    let lazy = !hashed && settings.group_by_lazy_string_keys && lazy_key_fits(plan);
     let plan = &with_key_tiebreak(plan);
     let table = &plan.table;
     let keys: Vec<_> = plan.keys.iter().map(|k| (*k, plan.scalar_type(k))).collect();
@@ -301,6 +305,8 @@ pub(super) fn group_by(
             return Err(Error::internal("a hashed GROUP BY takes one string key"));
         }
         layout = Layout::Hash128;
+    } else if lazy && layout == Layout::Str && matches!(plan.keys[0], ScalarExpr::Column(_)) {
+        layout = Layout::LazyStr;
     }
     let kern = settings.kernels()?;
     let reader = KeyReader { specs, kern, borrow: std::marker::PhantomData };
@@ -320,7 +326,8 @@ pub(super) fn group_by(
     };
     let count_only = plan.keys.is_empty() && plan.aggs.iter().all(|a| a.func == AggFunc::CountStar);
     let radix = std::sync::OnceLock::new();
-    let ctx = Ctx { plan, input: &input, prewhere, other_cols, settings, pool, query, kern, tie, first_keys, count_only, radix };
+    let lazy_key = layout == Layout::LazyStr;
+    let ctx = Ctx { plan, input: &input, prewhere, other_cols, settings, pool, query, kern, tie, first_keys, count_only, radix, lazy_key };
     let r = &reader;
     let (batches, mut profile) = match layout {
         Layout::Unit => run::<(), _, _>(&ctx, |_, _, n, out| {
@@ -343,9 +350,91 @@ pub(super) fn group_by(
         Layout::Hash128 => run::<u128, _, _>(&ctx, |a, s, n, out| r.hash128(a, s, n, out), |k, _| {
             if *k == NULL_HASH { OrdVal::Null } else { OrdVal::Bytes(b"") }
         })?,
+        Layout::LazyStr => {
+            let (batches, profile) =
+                run::<LazyKey, _, _>(&ctx, |a, s, n, out| r.lazy_str(a, s, n, out), |k, _| OrdVal::Bytes(k.bytes()))?;
+            (read_lazy_keys(batches, plan, query)?, profile)
+        }
     };
     profile.layout = Some(layout.name());
     Ok((batches, input.profile(profile)))
+}
+
+/// Most answer rows (LIMIT plus OFFSET) of a GROUP BY with [`Layout::LazyStr`]: each may
+/// read a block of the key's column back from its table.
+const LAZY_KEYS_MAX_ROWS: usize = 1_000;
+
+/// Whether `plan`'s answer allows [`Layout::LazyStr`] (`Settings::group_by_lazy_string_keys`):
+/// one key, a table column; an ORDER BY .. LIMIT of at most [`LAZY_KEYS_MAX_ROWS`] rows
+/// whose sort keys, HAVING and expressions do not read the key (they see its hash until the
+/// answer's rows are chosen). The caller checks the key's type and NULLs (the layout `Str`).
+fn lazy_key_fits(plan: &AggregatePlan) -> bool {
+    let key_outputs: Vec<usize> =
+        plan.output.iter().enumerate().filter(|(_, (_, o))| *o == AggOutput::Key(0)).map(|(i, _)| i).collect();
+    let reads_key = |e: &crate::expr::Expr| {
+        let mut cols = Vec::new();
+        e.columns(&mut cols);
+        cols.iter().any(|c| key_outputs.contains(c))
+    };
+    matches!(plan.keys.as_slice(), [ScalarExpr::Column(_)])
+        && plan.order.limit.is_some_and(|l| l.saturating_add(plan.order.offset) <= LAZY_KEYS_MAX_ROWS)
+        && !plan.order.order_by.is_empty()
+        && plan.order.order_by.iter().all(|k| !key_outputs.contains(&k.output))
+        && plan.having.as_ref().is_none_or(|h| !reads_key(h))
+        && plan.output.iter().all(|(_, o)| match o {
+            AggOutput::Expr(p) => !reads_key(&plan.projections[*p]),
+            _ => true,
+        })
+}
+
+/// The answer of a [`Layout::LazyStr`] GROUP BY with its key columns' strings: each key
+/// output holds [`LazyKey`] bytes naming a row of its group, whose value is read from the
+/// table ([`Table::morsel_rows`], the rows of a morsel at once).
+fn read_lazy_keys(batches: Vec<RecordBatch>, plan: &AggregatePlan, query: &QueryContext) -> Result<Vec<RecordBatch>> {
+    let ScalarExpr::Column(col) = plan.keys[0] else { return Err(Error::internal("a lazy GROUP BY key is not a column")) };
+    let key_type = plan.scalar_type(&plan.keys[0]);
+    batches
+        .into_iter()
+        .map(|b| {
+            query.check_cancelled()?;
+            let mut fields: Vec<arrow::datatypes::FieldRef> = b.schema().fields().iter().cloned().collect();
+            let mut cols = b.columns().to_vec();
+            for j in 0..cols.len() {
+                if plan.output[j].1 != AggOutput::Key(0) {
+                    continue;
+                }
+                let keys = arrow::array::AsArray::as_binary_opt::<i32>(cols[j].as_ref()).ok_or_else(|| Error::internal("lazy GROUP BY keys are not binary"))?;
+                let at: Vec<(usize, u32)> = keys
+                    .iter()
+                    .map(|k| k.and_then(LazyKey::row_of).ok_or_else(|| Error::internal("a lazy GROUP BY key names no row")))
+                    .collect::<Result<_>>()?;
+                let mut rows_of: std::collections::BTreeMap<usize, Vec<u32>> = std::collections::BTreeMap::new();
+                for &(m, r) in &at {
+                    rows_of.entry(m).or_default().push(r);
+                }
+                let mut read: Vec<ArrayRef> = Vec::with_capacity(rows_of.len());
+                let mut index = std::collections::HashMap::with_capacity(at.len());
+                for (m, mut rows) in rows_of {
+                    rows.sort_unstable();
+                    rows.dedup();
+                    let a = plan.table.morsel_rows(&[col], m, &rows)?.pop().ok_or_else(|| Error::internal("no column read"))?;
+                    for (i, &r) in rows.iter().enumerate() {
+                        index.insert((m, r), (read.len(), i));
+                    }
+                    read.push(a);
+                }
+                let picks: Vec<(usize, usize)> = at.iter().map(|p| index[p]).collect();
+                let arrays: Vec<&dyn arrow::array::Array> = read.iter().map(|a| a.as_ref()).collect();
+                cols[j] = if picks.is_empty() {
+                    arrow::array::new_empty_array(&key_type)
+                } else {
+                    arrow::compute::interleave(&arrays, &picks)?
+                };
+                fields[j] = Arc::new(fields[j].as_ref().clone().with_data_type(key_type.clone()));
+            }
+            Ok(RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), cols)?)
+        })
+        .collect()
 }
 
 struct Worker<K> {
@@ -667,6 +756,14 @@ where
                     return Ok(());
                 }
                 extract(&key_arrays, sel, n, &mut w.keys);
+                if K::ROW {
+                    // The row in the morsel of each key: the kept rows' positions.
+                    for (i, k) in w.keys.iter_mut().enumerate() {
+                        let r = sel.map_or(i as u32, |s| s[i]);
+                        let r = at.as_ref().map_or(r, |at| at[r as usize]);
+                        k.set_row((m as u64) << 32 | r as u64);
+                    }
+                }
                 w.row_bytes = scattered_row_bytes(&w.keys, &inputs);
                 let row_bytes = w.row_bytes;
                 K::hash_batch(&w.keys, ctx.kern, &mut w.hashes);

@@ -39,6 +39,8 @@ pub(super) fn output_schema(ctx: &Ctx<'_>) -> Result<SchemaRef> {
         .iter()
         .map(|(name, src)| {
             let dt: DataType = match src {
+                // A lazy key's bytes until its strings are read (`read_lazy_keys`).
+                AggOutput::Key(_) if ctx.lazy_key => DataType::Binary,
                 AggOutput::Key(i) => plan.scalar_type(&plan.keys[*i]),
                 AggOutput::Agg(j) => accs[*j].clone(),
                 AggOutput::Expr(p) => plan.projections[*p].data_type(),
