@@ -61,10 +61,12 @@ pub struct Settings {
     /// 1,000; the ORDER BY, HAVING and expressions not reading the key) groups the rows by
     /// the key's 128-bit hash and one row position per group, then reads the strings of the
     /// answer's rows only from the table (ClickBench Q34/Q35: `GROUP BY URL ORDER BY
-    /// COUNT(*) DESC LIMIT 10`). No key bytes are copied or compared; two different strings
-    /// fall into one group with probability 2^-128 per pair (as `COUNT(DISTINCT s)` and
-    /// ClickHouse's `uniqExact` count strings), and groups that tie on the ORDER BY are
-    /// ordered by the hash instead of the string. Default on; `0` groups by the strings.
+    /// COUNT(*) DESC LIMIT 10`; at most 16 rows from a streamed Parquet file). No key bytes
+    /// are copied or compared; two different strings fall into one group with probability
+    /// 2^-128 per pair (as `COUNT(DISTINCT s)` counts strings), and groups that tie on the
+    /// ORDER BY are ordered by the hash instead of the string. The hash (XXH3-128) does not
+    /// resist strings crafted to collide: over data an adversary writes, set `0`. Default
+    /// on; `0` groups by the strings.
     pub group_by_lazy_string_keys: bool,
     /// Top-N dynamic filtering of `ORDER BY col [, ..] LIMIT n` scans (ClickHouse's
     /// `use_top_k_dynamic_filtering`, DuckDB's dynamic filters from a TopN): once a worker

@@ -34,7 +34,7 @@ mod rewrite;
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, RecordBatch};
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::compute::concat_batches;
 use tessera_common::{Error, Result, Settings, TemporaryFilesCodec};
 
@@ -305,7 +305,7 @@ pub(super) fn group_by(
             return Err(Error::internal("a hashed GROUP BY takes one string key"));
         }
         layout = Layout::Hash128;
-    } else if lazy && layout == Layout::Str && matches!(plan.keys[0], ScalarExpr::Column(_)) {
+    } else if lazy && layout == Layout::Str {
         layout = Layout::LazyStr;
     }
     let kern = settings.kernels()?;
@@ -360,14 +360,19 @@ pub(super) fn group_by(
     Ok((batches, input.profile(profile)))
 }
 
-/// Most answer rows (LIMIT plus OFFSET) of a GROUP BY with [`Layout::LazyStr`]: each may
-/// read a block of the key's column back from its table.
+/// Most answer rows (LIMIT plus OFFSET) of a GROUP BY with [`Layout::LazyStr`] over a table
+/// in memory or one that reads rows (on disk: each row may read a block of the key's
+/// column back) ...
 const LAZY_KEYS_MAX_ROWS: usize = 1_000;
+/// ... and over other streamed tables (Parquet), where each row may decode a whole morsel
+/// of the key's column.
+const LAZY_KEYS_MAX_MORSEL_READS: usize = 16;
 
 /// Whether `plan`'s answer allows [`Layout::LazyStr`] (`Settings::group_by_lazy_string_keys`):
 /// one key, a table column; an ORDER BY .. LIMIT of at most [`LAZY_KEYS_MAX_ROWS`] rows
-/// whose sort keys, HAVING and expressions do not read the key (they see its hash until the
-/// answer's rows are chosen). The caller checks the key's type and NULLs (the layout `Str`).
+/// ([`LAZY_KEYS_MAX_MORSEL_READS`] from a streamed table that does not read rows) whose sort
+/// keys, HAVING and expressions do not read the key (they see its hash until the answer's
+/// rows are chosen). The caller checks the key's type and NULLs (the layout `Str`).
 fn lazy_key_fits(plan: &AggregatePlan) -> bool {
     let key_outputs: Vec<usize> =
         plan.output.iter().enumerate().filter(|(_, (_, o))| *o == AggOutput::Key(0)).map(|(i, _)| i).collect();
@@ -377,7 +382,10 @@ fn lazy_key_fits(plan: &AggregatePlan) -> bool {
         cols.iter().any(|c| key_outputs.contains(c))
     };
     matches!(plan.keys.as_slice(), [ScalarExpr::Column(_)])
-        && plan.order.limit.is_some_and(|l| l.saturating_add(plan.order.offset) <= LAZY_KEYS_MAX_ROWS)
+        && plan.order.limit.is_some_and(|l| {
+            let most = if plan.table.streams() && !plan.table.reads_rows() { LAZY_KEYS_MAX_MORSEL_READS } else { LAZY_KEYS_MAX_ROWS };
+            l.saturating_add(plan.order.offset) <= most
+        })
         && !plan.order.order_by.is_empty()
         && plan.order.order_by.iter().all(|k| !key_outputs.contains(&k.output))
         && plan.having.as_ref().is_none_or(|h| !reads_key(h))
@@ -389,47 +397,57 @@ fn lazy_key_fits(plan: &AggregatePlan) -> bool {
 
 /// The answer of a [`Layout::LazyStr`] GROUP BY with its key columns' strings: each key
 /// output holds [`LazyKey`] bytes naming a row of its group, whose value is read from the
-/// table ([`Table::morsel_rows`], the rows of a morsel at once).
+/// table ([`Table::morsel_rows`], the rows of a morsel at once; once for a key output twice).
+/// Reads at most [`LAZY_KEYS_MAX_ROWS`] values, not counted in the query's memory.
 fn read_lazy_keys(batches: Vec<RecordBatch>, plan: &AggregatePlan, query: &QueryContext) -> Result<Vec<RecordBatch>> {
     let ScalarExpr::Column(col) = plan.keys[0] else { return Err(Error::internal("a lazy GROUP BY key is not a column")) };
     let key_type = plan.scalar_type(&plan.keys[0]);
+    // The strings of one key column's `LazyKey` bytes.
+    let read = |keys: &ArrayRef| -> Result<ArrayRef> {
+        let keys = keys.as_binary_opt::<i32>().ok_or_else(|| Error::internal("lazy GROUP BY keys are not binary"))?;
+        let at: Vec<(usize, u32)> = keys
+            .iter()
+            .map(|k| k.and_then(LazyKey::row_of).ok_or_else(|| Error::internal("a lazy GROUP BY key names no row")))
+            .collect::<Result<_>>()?;
+        let mut rows_of: std::collections::BTreeMap<usize, Vec<u32>> = std::collections::BTreeMap::new();
+        for &(m, r) in &at {
+            rows_of.entry(m).or_default().push(r);
+        }
+        let mut read: Vec<ArrayRef> = Vec::with_capacity(rows_of.len());
+        let mut index = std::collections::HashMap::with_capacity(at.len());
+        for (m, mut rows) in rows_of {
+            rows.sort_unstable();
+            rows.dedup();
+            let a = plan.table.morsel_rows(&[col], m, &rows)?.pop().ok_or_else(|| Error::internal("no column read"))?;
+            for (i, &r) in rows.iter().enumerate() {
+                index.insert((m, r), (read.len(), i));
+            }
+            read.push(a);
+        }
+        if at.is_empty() {
+            return Ok(arrow::array::new_empty_array(&key_type));
+        }
+        let picks: Vec<(usize, usize)> = at.iter().map(|p| index[p]).collect();
+        let arrays: Vec<&dyn Array> = read.iter().map(|a| a.as_ref()).collect();
+        Ok(arrow::compute::interleave(&arrays, &picks)?)
+    };
     batches
         .into_iter()
         .map(|b| {
             query.check_cancelled()?;
             let mut fields: Vec<arrow::datatypes::FieldRef> = b.schema().fields().iter().cloned().collect();
             let mut cols = b.columns().to_vec();
+            let mut strings: Option<ArrayRef> = None;
             for j in 0..cols.len() {
                 if plan.output[j].1 != AggOutput::Key(0) {
                     continue;
                 }
-                let keys = arrow::array::AsArray::as_binary_opt::<i32>(cols[j].as_ref()).ok_or_else(|| Error::internal("lazy GROUP BY keys are not binary"))?;
-                let at: Vec<(usize, u32)> = keys
-                    .iter()
-                    .map(|k| k.and_then(LazyKey::row_of).ok_or_else(|| Error::internal("a lazy GROUP BY key names no row")))
-                    .collect::<Result<_>>()?;
-                let mut rows_of: std::collections::BTreeMap<usize, Vec<u32>> = std::collections::BTreeMap::new();
-                for &(m, r) in &at {
-                    rows_of.entry(m).or_default().push(r);
-                }
-                let mut read: Vec<ArrayRef> = Vec::with_capacity(rows_of.len());
-                let mut index = std::collections::HashMap::with_capacity(at.len());
-                for (m, mut rows) in rows_of {
-                    rows.sort_unstable();
-                    rows.dedup();
-                    let a = plan.table.morsel_rows(&[col], m, &rows)?.pop().ok_or_else(|| Error::internal("no column read"))?;
-                    for (i, &r) in rows.iter().enumerate() {
-                        index.insert((m, r), (read.len(), i));
-                    }
-                    read.push(a);
-                }
-                let picks: Vec<(usize, usize)> = at.iter().map(|p| index[p]).collect();
-                let arrays: Vec<&dyn arrow::array::Array> = read.iter().map(|a| a.as_ref()).collect();
-                cols[j] = if picks.is_empty() {
-                    arrow::array::new_empty_array(&key_type)
-                } else {
-                    arrow::compute::interleave(&arrays, &picks)?
+                // Every key output holds the same keys: read once.
+                let s = match &strings {
+                    Some(s) => s.clone(),
+                    None => strings.insert(read(&cols[j])?).clone(),
                 };
+                cols[j] = s;
                 fields[j] = Arc::new(fields[j].as_ref().clone().with_data_type(key_type.clone()));
             }
             Ok(RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), cols)?)
@@ -1055,7 +1073,8 @@ fn first_keys<K: GroupKey>(
     arena: &mut KeyArena,
 ) -> Result<Option<GroupTable<K>>> {
     let plan = ctx.plan;
-    let Some(want) = ctx.first_keys else { return Ok(None) };
+    // (Keys carrying rows, `LazyKey`, need an ORDER BY: never fixed in advance.)
+    let Some(want) = ctx.first_keys.filter(|_| !K::ROW) else { return Ok(None) };
     let budget = plan.table.num_rows() / 8;
     // The keys' columns only: the aggregates' inputs are read when the workers run.
     let mut key_cols = Vec::new();
