@@ -658,22 +658,24 @@ impl<'a> KeyReader<'a> {
         }
     }
 
-    /// The 128-bit hashes ([`hash128_bytes`]) of the single string key of the morsel's
-    /// selected rows, NULL as [`NULL_HASH`] (a string hashing to it is taken as 1): the
-    /// keys of [`Layout::Hash128`].
-    pub(crate) fn hash128(&self, arrs: &[&ArrayRef], sel: Option<&[u32]>, n: usize, out: &mut Vec<u128>) {
-        let arr = arrs[self.string_index()];
-        let (offsets, data) = string_parts(arr);
-        let hash = |i: usize| match hash128_bytes(&data[offsets[i] as usize..offsets[i + 1] as usize]) {
-            NULL_HASH => 1,
-            h => h,
-        };
+    /// `out = wrap(hash)` of the 128-bit hash ([`hash128_bytes`]) of the single string key
+    /// of each of the morsel's selected rows (NULLs hash as their empty values).
+    fn string_hashes<T>(&self, arrs: &[&ArrayRef], sel: Option<&[u32]>, n: usize, out: &mut Vec<T>, wrap: impl Fn(u128) -> T) {
+        let (offsets, data) = string_parts(arrs[self.string_index()]);
+        let hash = |i: usize| wrap(hash128_bytes(&data[offsets[i] as usize..offsets[i + 1] as usize]));
         out.clear();
         out.reserve(n);
         match sel {
             None => out.extend((0..offsets.len() - 1).map(hash)),
             Some(s) => out.extend(s.iter().map(|&i| hash(i as usize))),
         }
+    }
+
+    /// The 128-bit hashes of the single string key of the morsel's selected rows, NULL as
+    /// [`NULL_HASH`] (a string hashing to it is taken as 1): the keys of [`Layout::Hash128`].
+    pub(crate) fn hash128(&self, arrs: &[&ArrayRef], sel: Option<&[u32]>, n: usize, out: &mut Vec<u128>) {
+        self.string_hashes(arrs, sel, n, out, |h| if h == NULL_HASH { 1 } else { h });
+        let arr = arrs[self.string_index()];
         if let Some(nulls) = arr.logical_nulls().filter(|b| b.null_count() > 0) {
             for (i, o) in out.iter_mut().enumerate() {
                 if nulls.is_null(sel.map_or(i, |s| s[i] as usize)) {
@@ -686,14 +688,7 @@ impl<'a> KeyReader<'a> {
     /// The [`LazyKey`]s of the single string key (no NULLs) of the morsel's selected rows,
     /// their rows not yet set ([`GroupKey::set_row`]).
     pub(crate) fn lazy_str(&self, arrs: &[&ArrayRef], sel: Option<&[u32]>, n: usize, out: &mut Vec<LazyKey>) {
-        let (offsets, data) = string_parts(arrs[self.string_index()]);
-        let key = |i: usize| LazyKey::new(hash128_bytes(&data[offsets[i] as usize..offsets[i + 1] as usize]));
-        out.clear();
-        out.reserve(n);
-        match sel {
-            None => out.extend((0..offsets.len() - 1).map(key)),
-            Some(s) => out.extend(s.iter().map(|&i| key(i as usize))),
-        }
+        self.string_hashes(arrs, sel, n, out, LazyKey::new);
     }
 
     /// The single string key of the morsel.
