@@ -410,6 +410,78 @@ impl<'a> Input<'a> {
 /// 65,536 URLs holds ~6 MB).
 const SHARED_ZEROS_MAX: usize = 64 << 20;
 
+/// Columns `columns` of `table` at rows `at` (morsel, row in the morsel), one array per
+/// column with a value per entry of `at`, in its order (entries may repeat): each morsel
+/// holding rows reads just those rows ([`Table::morsel_rows`]: from disk, only the blocks
+/// holding them), the morsels in parallel on `pool`. The rows read are accounted in the
+/// query's memory while they are gathered. Late materialization reads its answer's columns
+/// this way (a `LIMIT` scan's rows, a lazy string GROUP BY key's answer rows).
+///
+/// # Errors
+/// The table's read errors; [`Error::Cancelled`] when the query is;
+/// [`Error::ResourcesExhausted`] past `max_memory_usage`.
+pub(crate) fn read_rows_at(
+    table: &Table,
+    columns: &[usize],
+    at: &[(usize, u32)],
+    pool: &rayon::ThreadPool,
+    query: &QueryContext,
+) -> Result<Vec<ArrayRef>> {
+    // Per morsel holding rows, those rows (ascending, distinct).
+    let mut order = at.to_vec();
+    order.sort_unstable();
+    order.dedup();
+    let mut by_morsel: Vec<(usize, Vec<u32>)> = Vec::new();
+    for (m, r) in order {
+        match by_morsel.last_mut() {
+            Some((lm, rows)) if *lm == m => rows.push(r),
+            _ => by_morsel.push((m, vec![r])),
+        }
+    }
+    let per_morsel: Vec<Vec<ArrayRef>> = {
+        use rayon::prelude::*;
+        pool.install(|| {
+            by_morsel
+                .par_iter()
+                .map(|(m, rows)| {
+                    query.check_cancelled()?;
+                    table.morsel_rows(columns, *m, rows)
+                })
+                .collect::<Result<_>>()
+        })?
+    };
+    let mut fetched: Vec<Vec<ArrayRef>> = vec![Vec::with_capacity(by_morsel.len()); columns.len()];
+    for arrays in per_morsel {
+        for (c, a) in arrays.into_iter().enumerate() {
+            fetched[c].push(a);
+        }
+    }
+    let bytes: usize = fetched.iter().flatten().map(|a| a.get_array_memory_size()).sum();
+    let mut accounted = 0;
+    query.resize(&mut accounted, bytes, "late materialization")?;
+    let picks: Vec<(usize, usize)> = at
+        .iter()
+        .map(|&(m, r)| {
+            let j = by_morsel.partition_point(|(lm, _)| *lm < m);
+            let k = by_morsel[j].1.binary_search(&r).expect("row listed");
+            (j, k)
+        })
+        .collect();
+    let out = columns
+        .iter()
+        .zip(&fetched)
+        .map(|(&c, chunks)| {
+            if picks.is_empty() {
+                return Ok(arrow::array::new_empty_array(table.schema().field(c).data_type()));
+            }
+            let refs: Vec<&dyn Array> = chunks.iter().map(|a| a.as_ref()).collect();
+            Ok(arrow::compute::interleave(&refs, &picks)?)
+        })
+        .collect();
+    query.shrink(accounted);
+    out
+}
+
 fn zero_bytes(sizes: &ArrayRef, dt: &arrow::datatypes::DataType) -> Result<(ArrayRef, usize)> {
     use arrow::array::{BinaryArray, StringArray};
     use arrow::buffer::{Buffer, OffsetBuffer};

@@ -11,10 +11,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use arrow::array::{
-    Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions, UInt8Array, UInt32Array, UInt64Array, new_empty_array,
+    Array, ArrayRef, AsArray, RecordBatch, RecordBatchOptions, UInt8Array, UInt32Array, UInt64Array,
 };
 use arrow::buffer::BooleanBuffer;
-use arrow::compute::{concat_batches, interleave, take};
+use arrow::compute::{concat_batches, take};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimestampSecondType, UInt64Type};
 use tessera_kernels::Kernels;
 use tessera_common::{Result, Settings};
@@ -22,7 +22,7 @@ use tessera_common::{Result, Settings};
 use crate::Profile;
 use crate::aggregate::order_and_limit;
 use crate::context::QueryContext;
-use crate::morsel::{Input, Passed};
+use crate::morsel::{Input, Passed, read_rows_at};
 use crate::prewhere::Prewhere;
 use crate::plan::{OrderLimit, Plan, ScalarExpr, ScanPlan, SortKey};
 use crate::pool::run_morsels;
@@ -702,77 +702,29 @@ pub(crate) fn execute_late(
     drop(input);
     let rows = rows.column(0).as_primitive::<UInt64Type>();
 
-    // Phase 2: the visible columns of the morsels holding those rows.
+    // Phase 2: the visible columns at those rows.
     let starts = chunk_starts(plan.table.chunk_lens());
-    let located: Vec<(usize, usize)> = rows
+    let located: Vec<(usize, u32)> = rows
         .values()
         .iter()
         .map(|&r| {
             let m = starts.partition_point(|&s| s <= r) - 1;
-            (m, (r - starts[m]) as usize)
+            (m, (r - starts[m]) as u32)
         })
         .collect();
-    // Per morsel holding answer rows, those rows (ascending, distinct), read for them only:
-    // from disk, just the blocks that hold them.
-    let mut by_morsel: Vec<(usize, Vec<u32>)> = Vec::new();
-    let mut order: Vec<(usize, u32)> = located.iter().map(|&(m, i)| (m, i as u32)).collect();
-    order.sort_unstable();
-    order.dedup();
-    for (m, r) in order {
-        match by_morsel.last_mut() {
-            Some((lm, rows)) if *lm == m => rows.push(r),
-            _ => by_morsel.push((m, vec![r])),
-        }
-    }
-    // Morsels in parallel (each reads its columns in parallel too, from disk).
-    let per_morsel: Vec<Vec<ArrayRef>> = {
-        use rayon::prelude::*;
-        pool.install(|| {
-            by_morsel
-                .par_iter()
-                .map(|(m, rows)| {
-                    query.check_cancelled()?;
-                    plan.table.morsel_rows(&wanted, *m, rows)
-                })
-                .collect::<Result<_>>()
-        })?
-    };
-    let mut fetched: Vec<Vec<ArrayRef>> = vec![Vec::with_capacity(by_morsel.len()); wanted.len()];
-    for arrays in per_morsel {
-        for (c, a) in arrays.into_iter().enumerate() {
-            fetched[c].push(a);
-        }
-    }
-    let bytes: usize = fetched.iter().flatten().map(|a| a.get_array_memory_size()).sum();
-    let mut accounted = 0;
-    query.resize(&mut accounted, bytes, "LIMIT late materialization")?;
-    let picks: Vec<(usize, usize)> = located
-        .iter()
-        .map(|&(m, i)| {
-            let j = by_morsel.partition_point(|(lm, _)| *lm < m);
-            let k = by_morsel[j].1.binary_search(&(i as u32)).expect("row listed");
-            (j, k)
-        })
-        .collect();
+    let fetched = read_rows_at(&plan.table, &wanted, &located, pool, query)?;
     let kern = settings.kernels()?;
     let mut out = Vec::with_capacity(plan.visible);
     let mut fields = Vec::with_capacity(plan.visible);
     for (name, e) in &plan.output[..plan.visible] {
-        let chunks = &fetched[wanted.binary_search(&e.column()).expect("column fetched")];
-        let refs: Vec<&dyn Array> = chunks.iter().map(|a| a.as_ref()).collect();
-        let arr = if picks.is_empty() {
-            new_empty_array(plan.table.schema().field(e.column()).data_type())
-        } else {
-            interleave(&refs, &picks)?
-        };
+        let arr = fetched[wanted.binary_search(&e.column()).expect("column fetched")].clone();
         out.push(project(e, arr, kern));
         fields.push(Field::new(name, e.data_type(&plan.table), true));
     }
-    query.shrink(accounted);
     let batch = RecordBatch::try_new_with_options(
         Arc::new(Schema::new(fields)),
         out,
-        &RecordBatchOptions::new().with_row_count(Some(picks.len())),
+        &RecordBatchOptions::new().with_row_count(Some(located.len())),
     )?;
     Ok(Some((batch, profile)))
 }
